@@ -1,0 +1,21 @@
+# bottleneck-audit: train every head across seeds, evaluate, test the published claims, report.
+# Run: snakemake --cores all [--resources gpu=1] [--configfile configs/<study>.yaml]
+from snakemake.utils import min_version
+
+min_version("8.10")
+
+
+configfile: "configs/default.yaml"
+
+
+include: "rules/common.smk"
+include: "rules/data.smk"
+include: "rules/train.smk"
+include: "rules/evaluate.smk"
+include: "rules/stats.smk"
+include: "rules/report.smk"
+
+
+rule all:
+    input:
+        f"{REPORTS}/audit.html",

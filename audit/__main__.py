@@ -1,0 +1,42 @@
+"""Command-line entry point: ``python -m audit <verb> [options]``.
+
+Each verb lives in its own module and exposes ``main(argv) -> int``; this file only
+dispatches, so that importing one verb never imports the heavy dependencies of another.
+"""
+
+import importlib
+import sys
+
+# verb -> module whose ``main(argv)`` runs it
+VERBS = {
+    "fetch": "audit.data.fetch",        # obtain and checksum one data file
+    "prepare": "audit.data.corpus",     # tokenise a corpus and cache its id tensors
+    "train": "audit.train",             # train one (corpus, head, seed) run
+    "evaluate": "audit.evaluate",       # test perplexity, log-P spectrum, word similarity
+    "collect": "audit.runs_table",      # gather per-run metrics into the runs table
+    "stats": "audit.stats.cli",         # one statistics table from the runs table
+    "report": "audit.report.render",    # assemble the HTML audit
+    "params": "audit.params",           # print parameter counts of a config's heads
+    "bench": "audit.bench",             # benchmarks that print figures
+    "validate": "audit.config",         # validate a study config and print it resolved
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in VERBS:
+        verbs = "\n".join(f"  {verb:10s} {mod}" for verb, mod in VERBS.items())
+        print(f"usage: python -m audit <verb> [options]\n\nverbs:\n{verbs}", file=sys.stderr)
+        return 0 if argv and argv[0] in ("-h", "--help") else 2
+    from audit.errors import AuditError
+
+    module = importlib.import_module(VERBS[argv[0]])
+    try:
+        return int(module.main(argv[1:]) or 0)
+    except AuditError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

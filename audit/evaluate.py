@@ -1,0 +1,138 @@
+"""Evaluate one trained run: test perplexity, log-P spectrum and ranks, word similarity.
+
+The test split is read as one continuous stream (batch size 1, hidden state carried across
+BPTT chunks, eval mode), as the reference code does. Every predicted position is one context,
+one row of the log-P matrix; the rows of the first ``contexts`` positions stream straight into
+``audit.spectrum`` and are never stacked. Perplexity uses all test positions, normalised by the
+number of predicted tokens (the reference divides by one more, a ~0.003 ppl underestimate).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+
+from audit import spectrum, wordsim
+from audit.data.corpus import load as load_corpus
+from audit.errors import AuditError
+from audit.model import LanguageModel, ModelConfig
+from audit.train import atomic_write_text, perplexity, resolve_device
+
+EPSILONS = (1e-3, 1e-4, 1e-5)  # epsilon-effective ranks reported
+
+
+def load_model(path: str | os.PathLike, device: torch.device) -> tuple[LanguageModel, list[str]]:
+    blob = torch.load(path, weights_only=False, map_location=device)
+    model = LanguageModel(ModelConfig(**blob["config"])).to(device)
+    model.load_state_dict(blob["state"])
+    return model.eval(), blob["vocab"]
+
+
+@torch.no_grad()
+def stream_rows(model: LanguageModel, ids: torch.Tensor, bptt: int, limit: int | None,
+                transformed: bool = False, totals: dict | None = None) -> Iterator[torch.Tensor]:
+    """Yield float32 row blocks (rows, V) of log-P (or of f(l) if ``transformed``).
+
+    Only the first ``limit`` contexts are yielded (all if None); if ``totals`` is given the
+    stream runs to the end of ``ids`` anyway and sums the test NLL and token count into it.
+    """
+    data = ids.view(-1, 1).to(next(model.parameters()).device)
+    hidden = model.init_hidden(1)
+    emitted = 0
+    for i in range(0, data.size(0) - 1, bptt):
+        if totals is None and limit is not None and emitted >= limit:
+            return
+        seq_len = min(bptt, data.size(0) - 1 - i)
+        dropped, _, hidden = model.body(data[i:i + seq_len], hidden)
+        if totals is not None or transformed is False:
+            log_probs = model.head(dropped)[:, 0]
+        if totals is not None:
+            targets = data[i + 1:i + 1 + seq_len, 0]
+            totals["nll"] += F.nll_loss(log_probs, targets, reduction="sum").item()
+            totals["tokens"] += targets.numel()
+        take = seq_len if limit is None else max(0, min(seq_len, limit - emitted))
+        if take:
+            rows = model.head.transformed_logits(dropped)[:, 0] if transformed else log_probs
+            emitted += take
+            yield rows[:take].float()
+
+
+def spectrum_summary(spec: spectrum.Spectrum, prefix: str) -> dict:
+    """Press, epsilon-effective and entropy ranks of one spectrum, keyed with ``prefix``."""
+    out = {f"{prefix}press_rank": spectrum.press_rank(spec.sv, spec.m, spec.n),
+           f"{prefix}entropy_rank": spectrum.entropy_rank(spec.sv)}
+    for eps in EPSILONS:
+        out[f"{prefix}erank_{eps:.0e}".replace("e-0", "e-")] = spectrum.epsilon_rank(spec.sv, eps)
+    return out
+
+
+def evaluate_run(run_dir: str | os.PathLike, corpus_path: str, wordsim_dir: str,
+                 out_dir: str | os.PathLike | None = None, device: str = "auto") -> dict:
+    """Evaluate ``run_dir`` (model.pt, metrics.json) and write eval.json, spectrum.npz and
+    wordsim_pairs.csv into ``out_dir`` (default: the run folder). A failed run is recorded as
+    failed without evaluating anything."""
+    run_dir = Path(run_dir)
+    out = Path(out_dir or run_dir)
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    settings = metrics["settings"]
+    result = {"status": metrics["status"]}
+    pairs = pd.DataFrame(columns=["benchmark", "word1", "word2", "gold", "cosine"])
+    arrays = {}
+    if metrics["status"] == "ok":
+        torch.set_num_threads(settings["train"]["threads"])
+        dev = resolve_device(device)
+        model, vocab = load_model(run_dir / "model.pt", dev)
+        corpus = load_corpus(corpus_path)
+        if corpus.vocab != vocab:
+            raise AuditError(f"{corpus_path}: vocabulary differs from the one {run_dir / 'model.pt'} was trained on")
+        test = corpus.test[: (settings.get("max_tokens") or {}).get("test") or None]
+        contexts = settings["evaluate"]["contexts"]
+        limit = None if contexts == "all" else min(int(contexts), test.numel() - 1)
+        bptt = settings["train"]["bptt"]
+        totals = {"nll": 0.0, "tokens": 0}
+        logp = spectrum.stream_spectrum(stream_rows(model, test, bptt, limit, totals=totals))
+        result.update(test_loss=totals["nll"] / totals["tokens"], test_tokens=totals["tokens"],
+                      contexts=logp.m, vocab_size=logp.n)
+        result["test_ppl"] = perplexity(result["test_loss"])
+        result.update(spectrum_summary(logp, ""))
+        arrays["log_p_sv"] = logp.sv
+        if model.head.transformed_logits(torch.zeros(1, 1, model.cfg.d_out, device=dev)) is not None:
+            flog = spectrum.stream_spectrum(stream_rows(model, test, bptt, limit, transformed=True))
+            result.update(spectrum_summary(flog, "f_logits_"))
+            arrays["f_logits_sv"] = flog.sv
+        vectors = model.encoder.weight.detach().cpu().numpy()
+        pairs = wordsim.pair_similarities(vectors, vocab, wordsim_dir)
+        scores = wordsim.evaluate(vectors, vocab, wordsim_dir)
+        result["wordsim"] = dict(zip(scores["benchmark"], scores["spearman"]))
+        result["wordsim_found"] = {b: int(f) for b, f in zip(scores["benchmark"], scores["found"])}
+        result["wordsim_pairs"] = {b: int(p) for b, p in zip(scores["benchmark"], scores["pairs"])}
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / ".spectrum.tmp.npz"
+    np.savez(tmp, **arrays)
+    os.replace(tmp, out / "spectrum.npz")
+    atomic_write_text(pairs.to_csv(index=False), out / "wordsim_pairs.csv")
+    atomic_write_text(json.dumps(result, indent=1, sort_keys=True), out / "eval.json")
+    return result
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m audit evaluate", description=__doc__)
+    parser.add_argument("--run-dir", required=True, help="run folder with model.pt and metrics.json")
+    parser.add_argument("--corpus", required=True, help="corpus cache written by `audit prepare`")
+    parser.add_argument("--wordsim-dir", required=True, help="folder of the word-similarity benchmarks")
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    args = parser.parse_args(argv)
+    result = evaluate_run(args.run_dir, args.corpus, args.wordsim_dir, device=args.device)
+    if result["status"] == "ok":
+        print(f"test ppl {result['test_ppl']:.2f} | contexts {result['contexts']} | Press rank {result['press_rank']}")
+    else:
+        print("run failed in training: nothing evaluated")
+    return 0

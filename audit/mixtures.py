@@ -1,0 +1,57 @@
+"""Building blocks of the mixture heads (MoS, MoC, Mixtape) that need no parameters."""
+
+from __future__ import annotations
+
+import torch
+
+
+def locked_dropout(x: torch.Tensor, rate: float, training: bool) -> torch.Tensor:
+    """Dropout with one mask per sequence, shared over time (Gal & Ghahramani; AWD-LSTM).
+
+    Args:
+        x: activations of shape (T, B, ...).
+        rate: drop probability in [0, 1).
+        training: masks are drawn only in training; evaluation returns ``x`` unchanged.
+
+    Returns:
+        Tensor of the shape of ``x``; kept units are scaled by 1 / (1 - rate).
+    """
+    if not training or rate == 0.0:
+        return x
+    mask = x.new_empty((1,) + tuple(x.shape[1:])).bernoulli_(1.0 - rate).div_(1.0 - rate)
+    return x * mask
+
+
+def sigmoid_tree(pre: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """Four gate weights from three sigmoid pre-activations (Mixtape's sigmoid tree).
+
+    pi_1 = g1 g2, pi_2 = g1 (1 - g2), pi_3 = (1 - g1) g3, pi_4 = (1 - g1)(1 - g3) with
+    g_j = sigmoid(a_j); they are positive and sum to one without a softmax over K.
+
+    Args:
+        pre: pre-activations with 3 entries along ``dim``.
+        dim: the gate axis.
+
+    Returns:
+        Gate weights, the shape of ``pre`` with 4 entries along ``dim``.
+    """
+    g1, g2, g3 = torch.sigmoid(pre).unbind(dim)
+    return torch.stack((g1 * g2, g1 * (1 - g2), (1 - g1) * g3, (1 - g1) * (1 - g3)), dim=dim)
+
+
+def mixture_log_probs(component_logits: torch.Tensor, log_prior: torch.Tensor) -> torch.Tensor:
+    """log sum_k pi_k softmax(logits_k), computed entirely in log space.
+
+    Mixing with logsumexp over log_softmax terms (as Mesh-TensorFlow's MixtureOfSoftmaxes does)
+    needs no epsilon: the reference code added 1e-8 to p or took log(p) directly, which can give
+    -inf in float32.
+
+    Args:
+        component_logits: logits of each expert, shape (T, B, K, V).
+        log_prior: log mixture weights, shape (T, B, K), normalised over K.
+
+    Returns:
+        Log-probabilities, shape (T, B, V).
+    """
+    log_components = torch.log_softmax(component_logits, dim=-1)
+    return torch.logsumexp(log_components + log_prior.unsqueeze(-1), dim=-2)

@@ -1,0 +1,108 @@
+"""Warnings a reader must see before trusting the audit: one row per problem found.
+
+Kinds (the ``kind`` column):
+- ``failed``: a run ended with status other than ``ok`` (diverged runs say so in the detail);
+- ``too_few_seeds``: an arm has fewer successful seeds than ``stats.min_seeds``;
+- ``non_normal``: Shapiro-Wilk rejects normality (at ``stats.alpha``) for an arm of a compared
+  metric, where the t-tests lean on normality; only for n >= 3 (the test's minimum);
+- ``unconverged``: a run's best validation epoch is its last epoch, so it was still improving;
+- ``excluded``: values a table dropped or excluded (missing metrics, NaN p-values dropped from a
+  family, runs outside a declared correlation window).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+from scipy import stats
+
+from audit.stats.io import Settings
+
+COLUMNS = ["kind", "corpus", "head", "seed", "metric", "detail"]
+
+
+def _row(kind: str, detail: str, corpus="", head="", seed="", metric="") -> dict:
+    return {"kind": kind, "corpus": corpus, "head": head, "seed": seed, "metric": metric, "detail": detail}
+
+
+def compared_metrics(config: dict) -> list[str]:
+    """Metrics named by the config's comparisons (default ``test_ppl``), in first-seen order."""
+    metrics = [m for spec in config.get("comparisons") or [] for m in spec.get("metrics") or ["test_ppl"]]
+    return list(dict.fromkeys(metrics or ["test_ppl"]))
+
+
+def find_warnings(runs: pd.DataFrame, config: dict, comparisons: pd.DataFrame | None = None,
+                  correlations: pd.DataFrame | None = None) -> pd.DataFrame:
+    """All warnings of a study.
+
+    Args:
+        runs: the runs table (``audit.stats.io.load_runs`` types: corpus/head/seed/status str).
+        config: the statistics sections of the study config (``comparisons``, ``stats``).
+        comparisons, correlations: the statistics tables, or None when not produced.
+
+    Returns:
+        DataFrame[kind, corpus, head, seed, metric, detail], in the kind order of the module doc.
+    """
+    settings = Settings.from_config(config.get("stats"), "stats config")
+    rows = []
+    for run in runs[runs["status"] != "ok"].itertuples():
+        error = str(getattr(run, "error", "") or "no reason recorded")
+        kind = "diverged" if any(w in error.lower() for w in ("nan", "inf", "diverg")) else "failed"
+        rows.append(_row("failed", f"{kind}: {error}; excluded from every test", run.corpus, run.head, run.seed))
+    ok = runs[runs["status"] == "ok"]
+    for (corpus, head), group in runs.groupby(["corpus", "head"], sort=True):
+        n_ok = int((group["status"] == "ok").sum())
+        if n_ok < settings.min_seeds:
+            rows.append(_row("too_few_seeds", f"{n_ok} successful seed(s) < stats.min_seeds = "
+                             f"{settings.min_seeds}: comparisons with this arm give no verdict", corpus, head))
+    for metric in compared_metrics(config):
+        if metric not in ok:
+            continue
+        for (corpus, head), group in ok.groupby(["corpus", "head"], sort=True):
+            values = pd.to_numeric(group[metric], errors="coerce").dropna().to_numpy(float)
+            # Shapiro-Wilk needs n >= 3 and is undefined for constant samples
+            if len(values) < 3 or values.max() == values.min():
+                continue
+            w, p = stats.shapiro(values)
+            if p < settings.alpha:
+                rows.append(_row("non_normal", f"Shapiro-Wilk W = {w:.3f}, p = {p:.3g} (n = {len(values)}): "
+                                 "the t-tests assume normal means; read the rank test beside them",
+                                 corpus, head, metric=metric))
+    if {"best_epoch", "epochs_run"} <= set(ok.columns):
+        for run in ok.itertuples():
+            best, last = getattr(run, "best_epoch"), getattr(run, "epochs_run")
+            if pd.notna(best) and pd.notna(last) and int(best) == int(last):
+                rows.append(_row("unconverged", f"best validation epoch = last epoch ({int(last)}): "
+                                 "still improving when training stopped", run.corpus, run.head, run.seed))
+    rows += _exclusions(comparisons, correlations)
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _exclusions(comparisons: pd.DataFrame | None, correlations: pd.DataFrame | None) -> list[dict]:
+    rows = []
+    if comparisons is not None and len(comparisons):
+        for row in comparisons.itertuples():
+            for side, head in (("a", row.head_a), ("b", row.head_b)):
+                missing = getattr(row, f"n_missing_{side}", 0)
+                if pd.notna(missing) and int(missing) > 0:
+                    rows.append(_row("excluded", f"{int(missing)} ok run(s) without a value of {row.metric} "
+                                     f"left out of {row.family}", row.corpus, head, metric=row.metric))
+        dropped = comparisons.drop_duplicates("family")
+        for row in dropped.itertuples():
+            count = getattr(row, "family_dropped", 0)
+            if pd.notna(count) and int(count) > 0:
+                rows.append(_row("excluded", f"{int(count)} comparison(s) with an undefined p-value dropped "
+                                 f"from family {row.family} before the {row.adj_method} correction"))
+    if correlations is not None and len(correlations):
+        for row in correlations.itertuples():
+            outside = getattr(row, "n_outside_window", 0)
+            if pd.notna(outside) and int(outside) > 0 and str(row.level) == "runs":
+                rows.append(_row("excluded", f"{int(outside)} run(s) outside the declared window "
+                                 f"({row.restriction}) of correlation {row.name}; reported beside the "
+                                 "unrestricted result and marked post hoc", row.corpus, metric=row.y))
+            excluded = getattr(row, "n_excluded", 0)
+            if (pd.notna(excluded) and int(excluded) > 0 and str(row.level) == "runs"
+                    and str(row.restriction) == "none"):
+                rows.append(_row("excluded", f"{int(excluded)} run(s) failed or missing {row.x}/{row.y} "
+                                 f"excluded from correlation {row.name}", row.corpus, metric=row.y))
+    return rows
+

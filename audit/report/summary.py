@@ -1,0 +1,168 @@
+"""The report's own tables: per-head summaries computed from the runs table and the run folders.
+
+Each function returns one DataFrame that ``python -m audit report table`` writes to
+``reports/<study>/tables/<name>.csv``. They describe (means, SDs, t-intervals); every test lives
+in ``audit.stats``. Failed runs are counted, never averaged.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from audit.errors import AuditError
+
+PPL_COLUMNS = ["train_ppl", "valid_ppl", "test_ppl"]
+RANK_COLUMNS = ["press_rank", "erank_1e-3", "erank_1e-4", "erank_1e-5", "entropy_rank"]
+WORDSIM_PREFIX = "wordsim_"
+
+
+def describe(values, level: float = 0.95) -> dict:
+    """Mean, SD (n - 1), and the two-sided t-interval of the mean over the finite values.
+
+    Args:
+        values: 1-D array-like of numbers (NaN and non-numeric entries are ignored).
+        level: confidence level of the interval.
+
+    Returns:
+        {n, mean, sd, ci_low, ci_high}; sd and the interval are NaN when n < 2.
+    """
+    x = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").astype(float).to_numpy()
+    x = x[np.isfinite(x)]
+    n = len(x)
+    if n == 0:
+        return {"n": 0, "mean": math.nan, "sd": math.nan, "ci_low": math.nan, "ci_high": math.nan}
+    mean = float(x.mean())
+    if n < 2:
+        return {"n": 1, "mean": mean, "sd": math.nan, "ci_low": math.nan, "ci_high": math.nan}
+    sd = float(x.std(ddof=1))
+    half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * sd / math.sqrt(n)
+    return {"n": n, "mean": mean, "sd": sd, "ci_low": mean - half, "ci_high": mean + half}
+
+
+def describe_correlation(values, level: float = 0.95) -> dict:
+    """Like ``describe`` for correlation coefficients: the interval is the t-interval of the mean
+    of Fisher's z = artanh(r) over seeds, mapped back with tanh, so it stays inside (-1, 1)."""
+    out = describe(values, level)
+    if out["n"] >= 2:
+        x = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").astype(float).to_numpy()
+        z = np.arctanh(np.clip(x[np.isfinite(x)], -1 + 1e-12, 1 - 1e-12))
+        zd = describe(z, level)
+        out["ci_low"], out["ci_high"] = float(np.tanh(zd["ci_low"])), float(np.tanh(zd["ci_high"]))
+    return out
+
+
+def _groups(runs: pd.DataFrame):
+    if "corpus" not in runs:
+        runs = runs.assign(corpus="all")
+    if "status" not in runs:
+        runs = runs.assign(status="ok")
+    return runs.groupby(["corpus", "head"], sort=True)
+
+
+def results_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per (corpus, head): n ok, n failed, parameters, seconds per epoch, perplexities, place.
+
+    Args:
+        runs: the runs table (README columns; missing metric columns are skipped).
+
+    Returns:
+        One row per (corpus, head) with ``<metric>_{mean,sd,ci_low,ci_high}`` for the train,
+        valid and test perplexities and ``seconds_per_epoch``, and ``place`` = 1 for the lowest
+        mean test perplexity within the corpus.
+    """
+    rows = []
+    for (corpus, head), group in _groups(runs):
+        ok = group[group["status"].astype(str) == "ok"]
+        row = {"corpus": corpus, "head": head, "n": len(ok), "failed": len(group) - len(ok)}
+        params = pd.to_numeric(group.get("n_params", pd.Series(dtype=float)), errors="coerce").dropna()
+        row["n_params"] = int(params.iloc[0]) if len(params) else math.nan
+        if "wall_seconds" in ok:
+            epochs = pd.to_numeric(ok["epochs_run"], errors="coerce") if "epochs_run" in ok else 1.0
+            per_epoch = pd.to_numeric(ok["wall_seconds"], errors="coerce") / epochs
+            row.update({f"seconds_per_epoch_{k}": v for k, v in describe(per_epoch).items() if k != "n"})
+        for metric in PPL_COLUMNS:
+            if metric in ok:
+                row.update({f"{metric}_{k}": v for k, v in describe(ok[metric]).items() if k != "n"})
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    if "test_ppl_mean" in table:
+        table["place"] = table.groupby("corpus")["test_ppl_mean"].rank(method="min").astype("Int64")
+    return table
+
+
+def ranks_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per (corpus, head): mean and SD over successful seeds of every rank column present.
+
+    Returns:
+        One row per (corpus, head) with ``<rank>_mean`` and ``<rank>_sd`` for the log-P ranks
+        (and the ``f_logits_`` ranks where a head has a logit transform); empty when the runs
+        table has no rank column.
+    """
+    columns = [c for c in RANK_COLUMNS + [f"f_logits_{c}" for c in RANK_COLUMNS] if c in runs]
+    if not columns:
+        return pd.DataFrame(columns=["corpus", "head", "n"])
+    rows = []
+    for (corpus, head), group in _groups(runs):
+        ok = group[group["status"].astype(str) == "ok"]
+        row = {"corpus": corpus, "head": head, "n": len(ok)}
+        for c in columns:
+            d = describe(ok[c])
+            row[f"{c}_mean"], row[f"{c}_sd"] = d["mean"], d["sd"]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def wordsim_rho_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per (corpus, head, benchmark): Spearman rho over seeds, mean, SD and a 95% interval
+    (``describe_correlation``: t-interval on Fisher's z scale).
+
+    Returns:
+        Long table [corpus, head, benchmark, n, mean, sd, ci_low, ci_high]; empty when the runs
+        table has no ``wordsim_<benchmark>`` column.
+    """
+    columns = sorted(c for c in runs if c.startswith(WORDSIM_PREFIX))
+    rows = []
+    for (corpus, head), group in _groups(runs):
+        ok = group[group["status"].astype(str) == "ok"]
+        for c in columns:
+            rows.append({"corpus": corpus, "head": head, "benchmark": c[len(WORDSIM_PREFIX):],
+                         **describe_correlation(ok[c])})
+    return pd.DataFrame(rows, columns=["corpus", "head", "benchmark", "n", "mean", "sd", "ci_low", "ci_high"])
+
+
+def coverage_table(run_dirs: list[Path]) -> pd.DataFrame:
+    """Word-similarity coverage per (corpus, benchmark) from each run's ``eval.json``.
+
+    Args:
+        run_dirs: run folders ``.../<corpus>/<head>/<seed>`` holding ``eval.json``.
+
+    Returns:
+        [corpus, benchmark, pairs, found, coverage, oov_pairs, runs, consistent]: pairs in the
+        benchmark, pairs with both words in the vocabulary (the vocabulary is the corpus's, so
+        every run of a corpus should agree; ``consistent`` says whether they did).
+    """
+    seen: dict[tuple[str, str], list[tuple[int, int]]] = {}
+    for run_dir in map(Path, run_dirs):
+        path = run_dir / "eval.json"
+        if not path.is_file():
+            raise AuditError(f"missing {path}: the run was not evaluated")
+        result = json.loads(path.read_text())
+        corpus = run_dir.parent.parent.name
+        for bench, total in sorted((result.get("wordsim_pairs") or {}).items()):
+            found = (result.get("wordsim_found") or {}).get(bench)
+            if found is not None:
+                seen.setdefault((corpus, bench), []).append((int(total), int(found)))
+    rows = []
+    for (corpus, bench), values in sorted(seen.items()):
+        total, found = values[0]
+        rows.append({"corpus": corpus, "benchmark": bench, "pairs": total, "found": found,
+                     "coverage": found / total if total else math.nan, "oov_pairs": total - found,
+                     "runs": len(values), "consistent": len(set(values)) == 1})
+    return pd.DataFrame(rows, columns=["corpus", "benchmark", "pairs", "found", "coverage",
+                                       "oov_pairs", "runs", "consistent"])

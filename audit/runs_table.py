@@ -1,0 +1,73 @@
+"""Gather every run's ``metrics.json`` and ``eval.json`` into the runs table.
+
+The runs table (``reports/<study>/runs.csv``) is the contract between training and statistics:
+one row per (corpus, head, seed), failed runs included with their reason. Its columns are
+documented in README.md. The per-pair word-similarity rows of all runs are gathered into a
+second table for the paired-bootstrap statistics.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from audit.errors import AuditError
+from audit.train import atomic_write_text
+
+BASE_COLUMNS = [
+    "study", "corpus", "head", "seed", "status", "error", "n_params", "wall_seconds",
+    "tokens_per_second", "train_ppl", "valid_ppl", "test_ppl", "press_rank",
+    "erank_1e-3", "erank_1e-4", "erank_1e-5", "entropy_rank",
+]
+EXTRA_COLUMNS = [  # present when the head has an element-wise transform f of the logits
+    "f_logits_press_rank", "f_logits_erank_1e-3", "f_logits_erank_1e-4", "f_logits_erank_1e-5",
+    "f_logits_entropy_rank", "contexts", "epochs_run", "best_epoch",
+]
+PAIR_COLUMNS = ["corpus", "head", "seed", "benchmark", "word1", "word2", "gold", "cosine"]
+
+
+def run_row(run_dir: Path) -> tuple[dict, pd.DataFrame]:
+    """One runs-table row and the run's word-similarity pairs."""
+    files = {name: run_dir / f"{name}.json" for name in ("metrics", "eval")}
+    for path in files.values():
+        if not path.is_file():
+            raise AuditError(f"missing {path}: the run was not trained or evaluated")
+    metrics = json.loads(files["metrics"].read_text())
+    result = json.loads(files["eval"].read_text())
+    row = {key: metrics.get(key) for key in BASE_COLUMNS + EXTRA_COLUMNS if key in metrics}
+    row.update({k: v for k, v in result.items() if k in BASE_COLUMNS + EXTRA_COLUMNS})
+    for benchmark, rho in sorted(result.get("wordsim", {}).items()):
+        row[f"wordsim_{benchmark}"] = rho
+    pairs = pd.read_csv(run_dir / "wordsim_pairs.csv")
+    for key in ("corpus", "head", "seed"):
+        pairs.insert(0, key, metrics[key])
+    return row, pairs[PAIR_COLUMNS] if len(pairs) else pd.DataFrame(columns=PAIR_COLUMNS)
+
+
+def collect(run_dirs: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The runs table (sorted by corpus, head, seed) and the concatenated pair table."""
+    rows, pair_tables = zip(*(run_row(Path(d)) for d in run_dirs))
+    runs = pd.DataFrame(list(rows))
+    extra = [c for c in EXTRA_COLUMNS if c in runs] + sorted(c for c in runs if c.startswith("wordsim_"))
+    runs = runs.reindex(columns=BASE_COLUMNS + extra)
+    runs["error"] = runs["error"].fillna("")
+    runs = runs.sort_values(["corpus", "head", "seed"], kind="stable").reset_index(drop=True)
+    pairs = pd.concat([p for p in pair_tables if len(p)] or [pd.DataFrame(columns=PAIR_COLUMNS)])
+    return runs, pairs
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m audit collect", description=__doc__)
+    parser.add_argument("--runs", nargs="+", required=True, help="run folders")
+    parser.add_argument("--out", required=True, help="runs table CSV to write")
+    parser.add_argument("--pairs-out", required=True, help="word-similarity pair table CSV to write")
+    args = parser.parse_args(argv)
+    runs, pairs = collect([Path(d) for d in args.runs])
+    atomic_write_text(runs.to_csv(index=False), Path(args.out))
+    atomic_write_text(pairs.to_csv(index=False), Path(args.pairs_out))
+    failed = int((runs["status"] != "ok").sum())
+    print(f"{len(runs)} runs ({failed} failed) -> {args.out}")
+    return 0

@@ -1,0 +1,258 @@
+"""Singular values of a tall matrix streamed in row blocks, and the ranks read from them.
+
+The reference code stacks the whole log-P matrix (contexts x vocabulary) in float32 and calls a
+single-precision LAPACK SVD: 3.3 GB plus workspace for PTB, and WikiText-2 had to be cut short.
+Here the matrix is never held. For an m x n stack with m > n the singular values are the square
+roots of the eigenvalues of the n x n Gram matrix A^T A, which is accumulated block by block in
+float64 (on the chunk's GPU when the chunks are CUDA tensors) and handed to a symmetric
+eigensolver. Squaring the matrix squares its condition number, which is why the Gram is float64:
+singular values down to about sqrt(eps64) ~ 1e-8 of the largest stay resolved, three orders of
+magnitude below the float32 Press tolerance (~1.8e-5 of the largest for PTB).
+
+When the stream is short (m <= n) the n x n Gram would be wasteful (2,000 x 10,000 would need a
+10,000^2 eigensolve), so rows are buffered while m <= n and, if the stream ends there, the m x m
+row Gram A A^T is used instead; both have the same nonzero eigenvalues.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg
+from scipy.linalg import blas
+
+from audit.errors import AuditError
+
+# rows per float64 block handed to BLAS: bounds the temporary copy at ~128 MB whatever the caller's
+# chunk size, while keeping the rank-k update k large enough to run at full matmul speed
+_BLOCK_BYTES = 1 << 27
+
+
+@dataclass
+class Spectrum:
+    """Singular values of an m x n matrix, descending, float64 (length min(m, n))."""
+
+    sv: np.ndarray
+    m: int
+    n: int
+
+
+def _is_cuda_tensor(chunk) -> bool:
+    return type(chunk).__module__.startswith("torch") and getattr(chunk, "is_cuda", False)
+
+
+def _as_numpy(chunk) -> np.ndarray:
+    """A CPU chunk (numpy array or CPU torch tensor) as a numpy array, without copying if possible."""
+    if type(chunk).__module__.startswith("torch"):
+        chunk = chunk.detach().cpu().numpy()
+    return np.asarray(chunk)
+
+
+class _CpuGram:
+    """Upper triangle of the float64 column Gram, updated in place with BLAS dsyrk."""
+
+    def __init__(self, n: int):
+        # Fortran order so that dsyrk and the LAPACK eigensolver work on it without a copy
+        self.gram = np.zeros((n, n), dtype=np.float64, order="F")
+        self.rows_per_block = max(1, _BLOCK_BYTES // (8 * n))
+
+    def add(self, chunk) -> None:
+        x = _as_numpy(chunk)
+        for start in range(0, x.shape[0], self.rows_per_block):
+            block = np.ascontiguousarray(x[start:start + self.rows_per_block], dtype=np.float64)
+            # block.T is an F-contiguous n x k view; dsyrk(trans=0) adds (block.T)(block.T)^T =
+            # block^T block to the upper triangle, half the flops of a general matmul and no
+            # n x n temporary (which `gram += x.T @ x` would allocate per chunk)
+            self.gram = blas.dsyrk(1.0, block.T, beta=1.0, c=self.gram, trans=0, lower=0,
+                                   overwrite_c=1)
+
+    def eigenvalues(self) -> np.ndarray:
+        _check_finite(np.diag(self.gram))
+        # the Gram is not needed afterwards: let LAPACK overwrite it instead of copying 0.8 GB
+        return scipy.linalg.eigh(self.gram, lower=False, eigvals_only=True, overwrite_a=True,
+                                 check_finite=False, driver="evd")
+
+
+class _TorchGram:
+    """Float64 column Gram on the chunks' CUDA device, updated in place with addmm_."""
+
+    def __init__(self, n: int, device):
+        import torch
+
+        self.torch = torch
+        self.device = device
+        self.gram = torch.zeros((n, n), dtype=torch.float64, device=device)
+        self.rows_per_block = max(1, _BLOCK_BYTES // (8 * n))
+
+    def add(self, chunk) -> None:
+        torch = self.torch
+        if not type(chunk).__module__.startswith("torch"):
+            chunk = torch.from_numpy(np.asarray(chunk))
+        x = chunk.detach().to(self.device)
+        for start in range(0, x.shape[0], self.rows_per_block):
+            block = x[start:start + self.rows_per_block].to(torch.float64)
+            self.gram.addmm_(block.T, block)
+
+    def eigenvalues(self) -> np.ndarray:
+        _check_finite(self.gram.diagonal().cpu().numpy())
+        return self.torch.linalg.eigvalsh(self.gram).cpu().numpy()
+
+
+def _check_finite(diagonal: np.ndarray) -> None:
+    # a NaN or inf anywhere in column j makes the sum of squares G[j, j] non-finite, so checking
+    # the diagonal once is as good as checking every chunk
+    if not np.all(np.isfinite(diagonal)):
+        bad = int(np.flatnonzero(~np.isfinite(diagonal))[0])
+        raise AuditError(f"spectrum: the matrix has non-finite values (first in column {bad})")
+
+
+def _row_gram_eigenvalues(rows: list) -> np.ndarray:
+    """Eigenvalues of A A^T for a short stack A (m <= n) held as a list of row blocks."""
+    if any(_is_cuda_tensor(r) for r in rows):
+        import torch
+
+        device = next(r.device for r in rows if _is_cuda_tensor(r))
+        a = torch.cat([(r if type(r).__module__.startswith("torch") else torch.from_numpy(r))
+                       .detach().to(device, torch.float64) for r in rows])
+        _check_finite((a * a).sum(dim=0).cpu().numpy())
+        return torch.linalg.eigvalsh(a @ a.T).cpu().numpy()
+    a = np.concatenate([_as_numpy(r).astype(np.float64) for r in rows])
+    _check_finite(np.einsum("ij,ij->j", a, a))
+    return scipy.linalg.eigh(a @ a.T, eigvals_only=True, overwrite_a=True, check_finite=False,
+                             driver="evd")
+
+
+def stream_spectrum(chunks: Iterable) -> Spectrum:
+    """Singular values of the vertical stack of ``chunks``, never holding the whole matrix.
+
+    Args:
+        chunks: iterable of 2-D float row blocks (numpy arrays or torch tensors, CPU or CUDA),
+            each of shape (rows_i, n) with the same n. Blocks with zero rows are skipped.
+
+    Returns:
+        ``Spectrum(sv, m, n)``: sv of shape (min(m, n),), float64, descending, non-negative;
+        m = total number of rows.
+
+    Raises:
+        AuditError: no rows at all, a block that is not 2-D or has a different number of
+            columns, or non-finite values.
+    """
+    n = None
+    m = 0
+    buffered: list = []   # row blocks kept while m <= n
+    gram = None           # _CpuGram or _TorchGram once m > n
+    for index, chunk in enumerate(chunks):
+        shape = tuple(chunk.shape)
+        if len(shape) != 2:
+            raise AuditError(f"spectrum: chunk {index} has shape {shape}, expected 2-D rows x columns")
+        if n is None:
+            n = shape[1]
+            if n == 0:
+                raise AuditError("spectrum: chunk 0 has zero columns")
+        elif shape[1] != n:
+            raise AuditError(f"spectrum: chunk {index} has {shape[1]} columns, expected {n}")
+        if shape[0] == 0:
+            continue
+        m += shape[0]
+        if gram is None:
+            # copy: a producer may refill the same buffer for its next block
+            buffered.append(chunk.detach().clone() if type(chunk).__module__.startswith("torch")
+                            else np.array(chunk, copy=True))
+            if m > n:  # tall from now on: the n x n Gram is the smaller problem
+                first = next((c for c in buffered if _is_cuda_tensor(c)), None)
+                gram = _TorchGram(n, first.device) if first is not None else _CpuGram(n)
+                for block in buffered:
+                    gram.add(block)
+                buffered = []
+        else:
+            gram.add(chunk)
+    if m == 0:
+        raise AuditError("spectrum: the stream of row blocks is empty (no rows)")
+    eigenvalues = gram.eigenvalues() if gram is not None else _row_gram_eigenvalues(buffered)
+    # rounding can leave the eigenvalues of a PSD matrix slightly negative: they are zeros
+    sv = np.sqrt(np.clip(np.asarray(eigenvalues, dtype=np.float64), 0.0, None))[::-1]
+    return Spectrum(sv=np.ascontiguousarray(sv), m=m, n=n)
+
+
+def singular_values(chunks: Iterable) -> np.ndarray:
+    """Singular values (descending, float64) of the vertical stack of ``chunks``.
+
+    Args:
+        chunks: iterable of 2-D float row blocks (rows_i, n); see ``stream_spectrum``.
+
+    Returns:
+        Array of shape (min(m, n),).
+    """
+    return stream_spectrum(chunks).sv
+
+
+def press_rank(sv, m: int, n: int, eps: float = float(np.finfo(np.float32).eps)) -> int:
+    """Numerical Recipes ("Press") rank: singular values strictly above 0.5 sqrt(m+n+1) s_max eps.
+
+    Args:
+        sv: singular values, shape (k,), any order.
+        m, n: the matrix's dimensions.
+        eps: machine epsilon of the precision the matrix is held in (float32 by default, as in
+            the papers).
+
+    Returns:
+        The rank; 0 for an empty or all-zero spectrum.
+    """
+    sv = np.asarray(sv, dtype=np.float64)
+    if sv.size == 0:
+        return 0
+    tol = 0.5 * np.sqrt(m + n + 1.0) * sv.max() * eps
+    return int(np.count_nonzero(sv > tol))
+
+
+def epsilon_rank(sv, eps: float) -> int:
+    """Smallest k whose top-k singular values hold at least (1 - eps) of the squared total.
+
+    Args:
+        sv: singular values, shape (k,), any order (sorted descending here).
+        eps: energy left out, in [0, 1).
+
+    Returns:
+        k; 0 for an empty or all-zero spectrum.
+    """
+    if not 0.0 <= eps < 1.0:
+        raise AuditError(f"epsilon_rank: eps must lie in [0, 1), got {eps}")
+    energy = np.cumsum(np.sort(np.asarray(sv, dtype=np.float64) ** 2)[::-1])
+    if energy.size == 0 or energy[-1] == 0.0:
+        return 0
+    # the total is the last partial sum itself, so eps = 0 gives exactly the number of values
+    return int(np.searchsorted(energy, (1.0 - eps) * energy[-1], side="left")) + 1
+
+
+def entropy_rank(sv) -> float:
+    """Roy & Vetterli's effective rank exp(H(p)), p = sv / sum(sv), H in nats.
+
+    Args:
+        sv: singular values, shape (k,), non-negative.
+
+    Returns:
+        A float in [1, number of nonzero values]; 0.0 for an empty or all-zero spectrum.
+    """
+    sv = np.asarray(sv, dtype=np.float64)
+    total = sv.sum()
+    if sv.size == 0 or total == 0.0:
+        return 0.0
+    p = sv[sv > 0] / total
+    return float(np.exp(-np.sum(p * np.log(p))))
+
+
+def normalised(sv) -> np.ndarray:
+    """Singular values divided by the largest (for the decay plot); shape unchanged.
+
+    Args:
+        sv: singular values, shape (k,), descending.
+
+    Returns:
+        float64 array sv / sv[0]; all zeros when sv[0] is 0.
+    """
+    sv = np.asarray(sv, dtype=np.float64)
+    if sv.size == 0 or sv[0] == 0.0:
+        return np.zeros_like(sv)
+    return sv / sv[0]

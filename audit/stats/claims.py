@@ -1,0 +1,227 @@
+"""The claims table: a verdict on every published claim, with the evidence row it rests on.
+
+Claims come from the study config's ``claims:`` and from the file named by its
+``claims_file:`` (see ``configs/claims.yaml``). Schema of one claim::
+
+    - id: plif-lowers-ppl                 # required, unique
+      source: Ganea et al. 2019           # required: who claimed it
+      statement: LMS-PLIF lowers test perplexity vs softmax
+      # either a comparison of two heads ...
+      comparison: {head_a: plif, head_b: softmax, metric: test_ppl}
+      expect: lower        # lower | higher (of head_a's metric), equivalent, not_lower, not_higher
+      equivalence_margin: 0.2   # optional, metric units
+      lower_is_better: true     # optional; only orients P(A better than B)
+      family: heads-vs-softmax  # optional: take the row from this comparisons family
+      corpora: [ptb]            # optional; default every corpus of the runs table
+      # ... or a declared correlation of the study config:
+      # correlation: {name: press-rank-vs-test-ppl, level: runs, method: pearson}
+      # expect: positive | negative | nonzero
+
+A comparison claim uses the matching row of the comparisons table (same corpus, metric and
+heads in either order, same margin when the claim gives one; Holm-corrected in that family).
+Without one, the comparison is run here, and all such claim-only rows form one Holm family
+``claims``. A correlation claim uses the permutation p of the named correlation's unrestricted
+row. Verdicts: ``supported``, ``contradicted``, ``equivalent`` or ``inconclusive`` + reason.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from audit.errors import AuditError
+from audit.stats.comparisons import default_lower_is_better, finalize, make_row
+from audit.stats.io import Settings
+
+COLUMNS = [
+    "claim_id", "source", "statement", "corpus", "kind", "expect", "verdict", "reason",
+    "evidence_table", "evidence", "n_a", "n_b", "n_failed_a", "n_failed_b", "estimate_name",
+    "estimate", "ci_low", "ci_high", "ci_level", "p_name", "p", "p_adj", "tost_p_adj", "power",
+    "seeds_needed", "alpha", "bootstrap_seed", "bootstrap_resamples",
+]
+CLAIM_KEYS = {"id", "source", "statement", "comparison", "correlation", "expect",
+              "equivalence_margin", "lower_is_better", "family", "corpora"}
+COMPARISON_EXPECT = ("lower", "higher", "equivalent", "not_lower", "not_higher")
+CORRELATION_EXPECT = ("positive", "negative", "nonzero")
+
+
+def _validate(claim, source: str) -> dict:
+    if not isinstance(claim, dict) or not claim.get("id"):
+        raise AuditError(f"{source}: every claim needs an 'id'")
+    where = f"{source}: claim {claim['id']!r}"
+    unknown = set(claim) - CLAIM_KEYS
+    if unknown:
+        raise AuditError(f"{where}: unknown key {min(unknown)!r}")
+    if not claim.get("source"):
+        raise AuditError(f"{where}: missing key 'source'")
+    if ("comparison" in claim) == ("correlation" in claim):
+        raise AuditError(f"{where}: give exactly one of 'comparison' or 'correlation'")
+    if "comparison" in claim:
+        comp = claim["comparison"]
+        if not isinstance(comp, dict) or not all(comp.get(k) for k in ("head_a", "head_b", "metric")):
+            raise AuditError(f"{where}: 'comparison' needs head_a, head_b and metric")
+        if claim.get("expect") not in COMPARISON_EXPECT:
+            raise AuditError(f"{where}: expect must be one of {', '.join(COMPARISON_EXPECT)}")
+    else:
+        corr = claim["correlation"]
+        if not isinstance(corr, dict) or not corr.get("name"):
+            raise AuditError(f"{where}: 'correlation' needs a name")
+        if corr.get("method", "pearson") not in ("pearson", "spearman"):
+            raise AuditError(f"{where}: correlation method must be pearson or spearman")
+        if corr.get("level", "runs") not in ("runs", "head_means", "partial_family"):
+            raise AuditError(f"{where}: correlation level must be runs, head_means or partial_family")
+        if claim.get("expect") not in CORRELATION_EXPECT:
+            raise AuditError(f"{where}: expect must be one of {', '.join(CORRELATION_EXPECT)}")
+    return claim
+
+
+def judge_comparison(expect: str, row: dict, settings: Settings) -> tuple[str, str]:
+    """Verdict of a comparison claim from a finalized comparisons row (a = claim's head_a)."""
+    if row["verdict"] == "inconclusive" and not np.isfinite(row["p_adj"]):
+        return "inconclusive", row["reason"]   # not run, too few seeds, runs failed, undefined
+    alpha = settings.alpha
+    sig = row["p_adj"] < alpha
+    lower, higher = sig and row["diff"] < 0, sig and row["diff"] > 0
+    equiv = np.isfinite(row["tost_p_adj"]) and row["tost_p_adj"] < alpha
+    why = row["reason"]
+    if expect in ("lower", "higher"):
+        hit, miss = (lower, higher) if expect == "lower" else (higher, lower)
+        if hit:
+            return "supported", why
+        if miss:
+            return "contradicted", why
+        if equiv:
+            return "equivalent", why
+        return "inconclusive", why
+    if expect == "equivalent":
+        if equiv:
+            return "supported", why
+        return ("contradicted", why) if sig else ("inconclusive", why)
+    bad, good = (lower, higher) if expect == "not_lower" else (higher, lower)
+    if equiv or good:
+        return "supported", why
+    return ("contradicted", why) if bad else ("inconclusive", why)
+
+
+def judge_correlation(expect: str, r: float, p: float, n: int, settings: Settings) -> tuple[str, str]:
+    """Verdict of a correlation claim; a non-significant r is never read as "no correlation"."""
+    if n < settings.min_seeds:
+        return "inconclusive", f"too few points: n={n} < min_seeds={settings.min_seeds}"
+    if not np.isfinite(p):
+        return "inconclusive", "test undefined (constant variable or too few points)"
+    if p >= settings.alpha:
+        return "inconclusive", f"not significant (permutation p={p:.3g}); absence of correlation is not shown"
+    why = f"r={r:.3g}, permutation p={p:.3g} < {settings.alpha:g}"
+    if expect == "nonzero" or (r > 0) == (expect == "positive"):
+        return "supported", why
+    return "contradicted", why
+
+
+def _find_row(comparisons: pd.DataFrame, claim: dict, corpus: str):
+    comp = claim["comparison"]
+    if comparisons is None or comparisons.empty:
+        return None, False
+    sel = comparisons[(comparisons["corpus"] == corpus) & (comparisons["metric"] == comp["metric"])]
+    if claim.get("family"):
+        sel = sel[sel["family"].str.split("[", regex=False).str[0] == claim["family"]]
+    if claim.get("equivalence_margin") is not None:
+        sel = sel[np.isclose(sel["equivalence_margin"], float(claim["equivalence_margin"]))]
+    for flipped, (a, b) in ((False, (comp["head_a"], comp["head_b"])), (True, (comp["head_b"], comp["head_a"]))):
+        hit = sel[(sel["head_a"] == a) & (sel["head_b"] == b)]
+        if len(hit):
+            return hit.iloc[0].to_dict(), flipped
+    return None, False
+
+
+def _flip(row: dict) -> dict:
+    """Re-orient a comparisons row so head_a and head_b swap."""
+    out = dict(row)
+    for k in ("n", "n_failed", "n_missing", "mean", "sd", "head"):
+        out[f"{k}_a"], out[f"{k}_b"] = row[f"{k}_b"], row[f"{k}_a"]
+    out["diff"], out["diff_ci_low"], out["diff_ci_high"] = -row["diff"], -row["diff_ci_high"], -row["diff_ci_low"]
+    return out
+
+
+def claims_table(runs: pd.DataFrame, config: dict, settings: Settings,
+                 comparisons: pd.DataFrame | None, correlations: pd.DataFrame | None,
+                 source: str = "config") -> pd.DataFrame:
+    """One row per claim and corpus.
+
+    Args:
+        runs: validated runs table.
+        config: study config with claims merged in (``io.load_config``).
+        comparisons: finalized comparisons table of the study (may be empty).
+        correlations: correlations table of the study (may be empty).
+    """
+    claims = [_validate(c, source) for c in config.get("claims") or []]
+    all_corpora = sorted(runs["corpus"].unique())
+    pending, rows = [], []
+    for claim in claims:
+        base = dict(claim_id=claim["id"], source=claim["source"], statement=claim.get("statement", ""),
+                    expect=claim["expect"], alpha=settings.alpha)
+        for corpus in [str(c) for c in claim.get("corpora") or all_corpora]:
+            row = dict(base, corpus=corpus)
+            if "comparison" in claim:
+                row.update(kind="comparison")
+                comp = claim["comparison"]
+                if comp["metric"] not in runs.columns:
+                    rows.append(dict(row, verdict="inconclusive", evidence_table="",
+                                     reason=f"not run: the runs table has no column {comp['metric']!r}"))
+                    continue
+                found, flipped = _find_row(comparisons, claim, corpus)
+                if found is not None:
+                    rows.append((row, claim, _flip(found) if flipped else found, "comparisons.csv"))
+                    continue
+                lib = claim.get("lower_is_better")
+                lib = default_lower_is_better(comp["metric"], f"{source}: claim {claim['id']!r}") if lib is None else bool(lib)
+                pending.append((row, claim, make_row(runs, "claims", corpus, comp["metric"], str(comp["head_a"]),
+                                                      str(comp["head_b"]), lib, claim.get("equivalence_margin"), settings)))
+            else:
+                rows.append(_correlation_row(row, claim, corpus, correlations, settings))
+    if pending:   # claim-only comparisons: corrected together as the family "claims"
+        done = finalize([p[2] for p in pending], settings).to_dict("records")
+        rows += [(row, claim, r, "claims (computed here)") for (row, claim, _), r in zip(pending, done)]
+    out = [_comparison_row(*r, settings) if isinstance(r, tuple) else r for r in rows]
+    order = {c["id"]: i for i, c in enumerate(claims)}
+    out.sort(key=lambda r: (order[r["claim_id"]], r["corpus"]))
+    return pd.DataFrame(out, columns=COLUMNS)
+
+
+def _comparison_row(row: dict, claim: dict, ev: dict, table: str, settings: Settings) -> dict:
+    verdict, reason = judge_comparison(claim["expect"], ev, settings)
+    size = ev.get("family_size", math.nan)
+    return dict(
+        row, verdict=verdict, reason=reason, evidence_table=table,
+        evidence=(f"family={ev['family']}; metric={ev['metric']}; {ev['head_a']} - {ev['head_b']}; "
+                  f"margin={ev['equivalence_margin']:g}"),
+        n_a=ev["n_a"], n_b=ev["n_b"], n_failed_a=ev["n_failed_a"], n_failed_b=ev["n_failed_b"],
+        estimate_name="diff = mean_a - mean_b (welch CI)", estimate=ev["diff"], ci_low=ev["diff_ci_low"],
+        ci_high=ev["diff_ci_high"], ci_level=ev["ci_level"],
+        p_name=f"welch p, {ev['adj_method']} within {ev['family']} (m={size})", p=ev["welch_p"],
+        p_adj=ev["p_adj"], tost_p_adj=ev["tost_p_adj"], power=ev["power"], seeds_needed=ev["seeds_needed"],
+        bootstrap_seed=ev["bootstrap_seed"], bootstrap_resamples=ev["bootstrap_resamples"])
+
+
+def _correlation_row(row: dict, claim: dict, corpus: str, correlations: pd.DataFrame | None,
+                     settings: Settings) -> dict:
+    spec = claim["correlation"]
+    level, method = spec.get("level", "runs"), spec.get("method", "pearson")
+    row = dict(row, kind="correlation", evidence_table="correlations.csv",
+               evidence=f"correlation={spec['name']}; level={level}; method={method}; restriction=none")
+    hit = None
+    if correlations is not None and len(correlations):
+        hit = correlations[(correlations["name"] == spec["name"]) & (correlations["corpus"] == corpus)
+                           & (correlations["level"] == level) & (correlations["restriction"] == "none")]
+    if hit is None or hit.empty:
+        return dict(row, verdict="inconclusive",
+                    reason=f"not run: correlation {spec['name']!r} is not declared for corpus {corpus!r} in the study config")
+    ev = hit.iloc[0]
+    r = ev["pearson_r" if method == "pearson" else "spearman_rho"]
+    p = ev[f"{method}_perm_p"]
+    verdict, reason = judge_correlation(claim["expect"], r, p, int(ev["n"]), settings)
+    return dict(row, verdict=verdict, reason=reason, n_a=int(ev["n"]), estimate_name=f"{method} r",
+                estimate=r, ci_low=ev[f"{method}_ci_low"], ci_high=ev[f"{method}_ci_high"],
+                ci_level=ev["ci_level"], p_name="permutation p (uncorrected, single pre-declared test)",
+                p=p, bootstrap_seed=ev["permutation_seed"], bootstrap_resamples=ev["permutation_resamples"])

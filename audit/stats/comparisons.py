@@ -1,0 +1,247 @@
+"""The comparisons table: every declared head pair, per corpus and metric, with a verdict.
+
+Config schema (``comparisons:`` of a study config, a list of families)::
+
+    comparisons:
+      - family: heads-vs-softmax      # required; Holm correction is applied within a family
+        baseline: softmax             # head_b of every row ...
+        against: [sigsoftmax, plif]   # ... and these are head_a
+        # or instead of baseline/against: pairs: [[plif, plif_frozen], [mos, mos_uniform]]
+        metrics: [test_ppl]           # required, runs-table columns
+        lower_is_better: true         # bool or {metric: bool}; default true for *_ppl and
+                                      # wall_seconds, false for ranks, wordsim_* and throughput
+        equivalence_margin: 0.5       # number or {metric: number}, metric units; optional
+        corpora: [ptb]                # optional; default every corpus in the runs table
+        family_by: [corpus]           # optional; split the Holm family by corpus and/or metric
+
+Decision rule per row (a = candidate, b = reference): Welch's two-sided test, Holm-adjusted
+within the family, at ``alpha`` gives ``a_better`` / ``b_better``; otherwise TOST at the
+margin (also Holm-adjusted) gives ``equivalent``; otherwise ``inconclusive`` with the reason,
+the power at the margin and the seeds needed. Arms with fewer than ``min_seeds`` usable runs
+get no verdict and are left out of the family (counted in ``family_dropped``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from audit.errors import AuditError
+from audit.stats import tests
+from audit.stats.io import Settings, arm, require_metric
+from audit.stats.multiplicity import METHOD, adjust
+from audit.stats.resample import bootstrap_two_sample, percentile_ci
+
+COLUMNS = [
+    "family", "family_size", "family_dropped", "adj_method", "corpus", "metric",
+    "lower_is_better", "head_a", "head_b", "n_a", "n_b", "n_failed_a", "n_failed_b",
+    "n_missing_a", "n_missing_b", "mean_a", "mean_b", "sd_a", "sd_b", "diff", "diff_ci_low",
+    "diff_ci_high", "ci_level", "test", "sidedness", "welch_t", "welch_df", "welch_p",
+    "student_p", "rank_test", "rank_test_p", "p_adj", "hedges_g", "hedges_g_ci_low",
+    "hedges_g_ci_high", "prob_superiority", "prob_superiority_ci_low",
+    "prob_superiority_ci_high", "ci_method", "bootstrap_seed", "bootstrap_resamples",
+    "equivalence_margin", "tost_p", "tost_p_adj", "power", "seeds_needed", "power_target",
+    "alpha", "min_seeds", "verdict", "reason",
+]
+FAMILY_KEYS = {"family", "baseline", "against", "pairs", "metrics", "lower_is_better",
+               "equivalence_margin", "corpora", "family_by"}
+_LOWER = ("_ppl", "wall_seconds")
+_HIGHER = ("press_rank", "erank_", "entropy_rank", "wordsim_", "tokens_per_second")
+
+
+def default_lower_is_better(metric: str, where: str) -> bool:
+    """Direction of "better" for the runs-table metrics whose direction is unambiguous."""
+    if metric.endswith(_LOWER):
+        return True
+    if metric.startswith(_HIGHER):
+        return False
+    raise AuditError(f"{where}: set lower_is_better for metric {metric!r}")
+
+
+def _per_metric(value, metric: str, default):
+    if isinstance(value, dict):
+        return value.get(metric, default)
+    return default if value is None else value
+
+
+def compare(a: np.ndarray, b: np.ndarray, lower_is_better: bool, margin: float | None,
+            settings: Settings) -> dict:
+    """All statistics of one comparison, before multiplicity correction and verdict.
+
+    Args:
+        a: shape (n_a,) finite values of the candidate head. b: shape (n_b,), the reference.
+        lower_is_better: orientation of P(A better than B).
+        margin: equivalence margin in metric units, or None.
+        settings: alpha, bootstrap and power settings.
+
+    Returns:
+        dict with the statistical columns of ``COLUMNS`` (NaN where undefined).
+    """
+    level = 1 - settings.alpha
+    n_a, n_b = len(a), len(b)
+    margin = float(margin) if margin is not None else math.nan
+    row = dict(n_a=n_a, n_b=n_b, ci_level=level, test="welch-t", sidedness="two-sided",
+               rank_test=tests.RANK_TEST, ci_method="diff: welch-t; g, P(A>B): percentile bootstrap",
+               bootstrap_seed=settings.bootstrap_seed, bootstrap_resamples=settings.bootstrap_resamples,
+               equivalence_margin=margin, power_target=settings.power_target,
+               alpha=settings.alpha, min_seeds=settings.min_seeds)
+    row.update(mean_a=_mean(a), mean_b=_mean(b), sd_a=_sd(a), sd_b=_sd(b))
+    row["diff"] = row["mean_a"] - row["mean_b"]
+    w = tests.welch(a, b, level)
+    row.update(diff_ci_low=w["ci_low"], diff_ci_high=w["ci_high"], welch_t=w["t"],
+               welch_df=w["df"], welch_p=w["p"], student_p=tests.student_p(a, b),
+               rank_test_p=tests.rank_test_p(a, b), tost_p=tests.tost_p(a, b, margin))
+    for key in ("hedges_g", "prob_superiority"):
+        row.update({key: math.nan, f"{key}_ci_low": math.nan, f"{key}_ci_high": math.nan})
+    if n_a >= 2 and n_b >= 2:
+        row["hedges_g"] = float(tests.hedges_g(a, b))
+        row["prob_superiority"] = float(tests.prob_superiority(a, b, lower_is_better))
+        # a fresh Generator per row: any single row is reproducible from the recorded seed
+        rng = np.random.default_rng(settings.bootstrap_seed)
+
+        def both(x, y):
+            return np.stack([tests.hedges_g(x, y), tests.prob_superiority(x, y, lower_is_better)], 1)
+
+        boot = bootstrap_two_sample(a, b, both, settings.bootstrap_resamples, rng)
+        row["hedges_g_ci_low"], row["hedges_g_ci_high"] = percentile_ci(boot[:, 0], level)
+        row["prob_superiority_ci_low"], row["prob_superiority_ci_high"] = percentile_ci(boot[:, 1], level)
+    row["power"] = tests.power_at_margin(row["sd_a"], row["sd_b"], n_a, n_b, margin, settings.alpha)
+    row["seeds_needed"] = tests.seeds_needed(row["sd_a"], row["sd_b"], margin, settings.alpha,
+                                             settings.power_target)
+    return row
+
+
+def _mean(x):
+    return float(np.mean(x)) if len(x) else math.nan
+
+
+def _sd(x):
+    return float(np.std(x, ddof=1)) if len(x) >= 2 else math.nan
+
+
+def verdict(row: dict, settings: Settings) -> tuple[str, str]:
+    """Verdict and reason of one row that already has ``p_adj`` and ``tost_p_adj``.
+
+    Never reads a non-significant p as "no difference": only TOST can say ``equivalent``.
+    """
+    alpha = settings.alpha
+    if row.get("not_run"):
+        return "inconclusive", row["not_run"]
+    n_a, n_b = row["n_a"], row["n_b"]
+    if min(n_a, n_b) < settings.min_seeds:
+        failed = row["n_failed_a"] + row["n_failed_b"]
+        short = f"n_a={n_a}, n_b={n_b} < min_seeds={settings.min_seeds}"
+        if failed and min(n_a + row["n_failed_a"], n_b + row["n_failed_b"]) >= settings.min_seeds:
+            return "inconclusive", f"runs failed: {failed} failed runs leave {short}"
+        extra = f"; {failed} runs failed" if failed else ""
+        return "inconclusive", f"too few seeds: {short}{extra}"
+    if not np.isfinite(row["p_adj"]):
+        return "inconclusive", "test undefined: both arms have zero variance"
+    p, tp = row["p_adj"], row["tost_p_adj"]
+    margin = row["equivalence_margin"]
+    inside = np.isfinite(tp) and tp < alpha
+    if p < alpha:
+        a_lower = row["diff"] < 0
+        v = "a_better" if a_lower == bool(row["lower_is_better"]) else "b_better"
+        extra = f"; but |diff| < margin {margin:g} (tost p_adj={tp:.3g})" if inside else ""
+        return v, f"welch p_adj={p:.3g} < {alpha:g}{extra}"
+    if inside:
+        return "equivalent", f"tost p_adj={tp:.3g} < {alpha:g}: |diff| < margin {margin:g}"
+    if not np.isfinite(margin):
+        return "inconclusive", (f"not significant (welch p_adj={p:.3g}) and no equivalence_margin "
+                                "declared, so equivalence was not tested")
+    power, need = row["power"], row["seeds_needed"]
+    tail = f"power {power:.2f} at margin {margin:g}; {need:.0f} seeds per arm give {settings.power_target:g}"
+    if power < settings.power_target:
+        return "inconclusive", f"underpowered: not significant (welch p_adj={p:.3g}), not equivalent (tost p_adj={tp:.3g}); {tail}"
+    return "inconclusive", f"no decision: not significant (welch p_adj={p:.3g}), not equivalent (tost p_adj={tp:.3g}); {tail}"
+
+
+def finalize(rows: list[dict], settings: Settings) -> pd.DataFrame:
+    """Holm-correct within each family label, then attach verdicts; returns the table."""
+    if not rows:
+        return pd.DataFrame(columns=COLUMNS)
+    df = pd.DataFrame(rows)
+    eligible = (df[["n_a", "n_b"]].min(axis=1) >= settings.min_seeds) & ~df["not_run"].astype(bool)
+    df["p_adj"], df["tost_p_adj"] = np.nan, np.nan
+    df["family_size"], df["family_dropped"] = 0, 0
+    for fam, idx in df.groupby("family", sort=False).groups.items():
+        ok = eligible.loc[idx]
+        p_adj, size, dropped = adjust(df.loc[idx, "welch_p"].where(ok))
+        df.loc[idx, "p_adj"] = p_adj
+        df.loc[idx, "family_size"], df.loc[idx, "family_dropped"] = size, dropped
+        df.loc[idx, "tost_p_adj"] = adjust(df.loc[idx, "tost_p"].where(ok))[0]
+    df["adj_method"] = METHOD
+    out = [verdict(r, settings) for r in df.to_dict("records")]
+    df["verdict"] = [v for v, _ in out]
+    df["reason"] = [r for _, r in out]
+    return df[COLUMNS]
+
+
+def make_row(runs: pd.DataFrame, family: str, corpus: str, metric: str, head_a: str, head_b: str,
+             lower_is_better: bool, margin, settings: Settings) -> dict:
+    """One un-corrected row for a head pair in one corpus, with exclusion counts."""
+    arm_a, arm_b = arm(runs, corpus, head_a, metric), arm(runs, corpus, head_b, metric)
+    row = compare(arm_a.values, arm_b.values, lower_is_better, margin, settings)
+    missing = [h for h, x in ((head_a, arm_a), (head_b, arm_b)) if not x.present]
+    row.update(family=family, corpus=corpus, metric=metric, head_a=head_a, head_b=head_b,
+               lower_is_better=bool(lower_is_better), n_failed_a=arm_a.n_failed,
+               n_failed_b=arm_b.n_failed, n_missing_a=arm_a.n_missing, n_missing_b=arm_b.n_missing,
+               not_run=(f"not run: no runs of {', '.join(missing)} in corpus {corpus!r}" if missing else ""))
+    return row
+
+
+def family_rows(runs: pd.DataFrame, spec: dict, settings: Settings, source: str) -> list[dict]:
+    """Validate one ``comparisons:`` entry and compute its rows (uncorrected)."""
+    if not isinstance(spec, dict) or not spec.get("family"):
+        raise AuditError(f"{source}: every comparisons entry needs a 'family' name")
+    name = str(spec["family"])
+    where = f"{source}: comparisons family {name!r}"
+    unknown = set(spec) - FAMILY_KEYS
+    if unknown:
+        raise AuditError(f"{where}: unknown key {min(unknown)!r}")
+    if "pairs" in spec:
+        pairs = [tuple(map(str, p)) for p in spec["pairs"] or []]
+        if any(len(p) != 2 for p in pairs):
+            raise AuditError(f"{where}: 'pairs' must be a list of [head_a, head_b]")
+    elif "baseline" in spec and "against" in spec:
+        pairs = [(str(h), str(spec["baseline"])) for h in spec["against"] or []]
+    else:
+        raise AuditError(f"{where}: give 'baseline' and 'against', or 'pairs'")
+    metrics = spec.get("metrics")
+    if not metrics or not isinstance(metrics, list):
+        raise AuditError(f"{where}: 'metrics' must be a non-empty list")
+    split = spec.get("family_by") or []
+    if set(split) - {"corpus", "metric"}:
+        raise AuditError(f"{where}: family_by may only name 'corpus' and 'metric'")
+    corpora = [str(c) for c in spec.get("corpora") or sorted(runs["corpus"].unique())]
+    rows = []
+    for metric in metrics:
+        require_metric(runs, metric, source, f"comparisons family {name!r}")
+        lib = _per_metric(spec.get("lower_is_better"), metric, None)
+        lib = default_lower_is_better(metric, where) if lib is None else bool(lib)
+        margin = _per_metric(spec.get("equivalence_margin"), metric, None)
+        for corpus in corpora:
+            label = name
+            parts = [f"{k}={corpus if k == 'corpus' else metric}" for k in ("corpus", "metric") if k in split]
+            if parts:
+                label = f"{name}[{','.join(parts)}]"
+            for head_a, head_b in pairs:
+                rows.append(make_row(runs, label, corpus, metric, head_a, head_b, lib, margin, settings))
+    return rows
+
+
+def comparisons_table(runs: pd.DataFrame, config: dict, settings: Settings,
+                      source: str = "config") -> pd.DataFrame:
+    """The full comparisons table for the ``comparisons:`` section of ``config``."""
+    specs = config.get("comparisons") or []
+    if not isinstance(specs, list):
+        raise AuditError(f"{source}: 'comparisons' must be a list of families")
+    names = [s.get("family") for s in specs if isinstance(s, dict)]
+    dup = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if dup:
+        raise AuditError(f"{source}: comparisons family {dup!r} declared twice")
+    rows = [r for spec in specs for r in family_rows(runs, spec, settings, source)]
+    return finalize(rows, settings)

@@ -1,0 +1,222 @@
+"""The correlations table: a rank measure against perplexity across runs, head means, families.
+
+Config schema (``correlations:`` of a study config, a list)::
+
+    correlations:
+      - name: press-rank-vs-test-ppl  # required, unique; claims refer to it
+        x: press_rank                 # required, runs-table column
+        y: test_ppl                   # required, runs-table column
+        heads: [softmax, mos]         # optional; default every head of the corpus
+        corpora: [ptb]                # optional; default every corpus
+        families:                     # optional head -> family grouping for the partial
+          softmax-like: [softmax, sigsoftmax, gss, plif]   # correlation; a head not listed
+          mixture: [mos, moc]                             # belongs to its name's prefix
+                                                          # before the first "_"
+        windows:                      # optional exclusion rules, reported as post hoc rows
+          - {column: test_ppl, corpus: ptb, min: 56.6, max: 57.6}   # corpus optional
+
+Each (name, corpus) gives rows at three levels: ``runs`` (one point per ok run),
+``head_means`` (one point per head: its mean x and mean y) and ``partial_family`` (runs, with
+head family partialled out: both variables centred within family, so only within-family
+covariation counts). Windows add the same three levels restricted to the runs inside every
+applicable window, marked ``post_hoc = True`` next to the unrestricted rows.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from audit.errors import AuditError
+from audit.stats.io import Settings, require_metric
+from audit.stats.resample import permutation_p, rowwise_corr
+
+COLUMNS = [
+    "name", "corpus", "x", "y", "level", "restriction", "post_hoc", "n", "n_heads",
+    "n_families", "n_excluded", "n_outside_window", "controls", "pearson_r",
+    "pearson_ci_low", "pearson_ci_high", "pearson_p", "pearson_perm_p", "spearman_rho",
+    "spearman_ci_low", "spearman_ci_high", "spearman_p", "spearman_perm_p", "ci_level",
+    "ci_method", "p_method", "perm_method", "permutation_resamples", "permutation_seed", "note",
+]
+SPEC_KEYS = {"name", "x", "y", "heads", "corpora", "families", "windows"}
+LEVELS = ("runs", "head_means", "partial_family")
+
+
+def fisher_ci(r: float, n: int, level: float, n_controls: int = 0, spearman: bool = False):
+    """Fisher-z confidence interval of a (partial) correlation.
+
+    SE of z is 1 / sqrt(n - 3 - n_controls) for Pearson; for Spearman the Fieller et al.
+    (1957) variance 1.06 / (n - 3 - n_controls).
+
+    Returns:
+        (low, high), NaN when n - 3 - n_controls < 1 or r is undefined.
+    """
+    dof = n - 3 - n_controls
+    if dof < 1 or not np.isfinite(r):
+        return math.nan, math.nan
+    se = math.sqrt((1.06 if spearman else 1.0) / dof)
+    z = math.atanh(min(max(r, -1 + 1e-15), 1 - 1e-15))
+    crit = stats.norm.ppf(0.5 + level / 2)
+    return math.tanh(z - crit * se), math.tanh(z + crit * se)
+
+
+def partial_p(r: float, n: int, n_controls: int) -> float:
+    """Two-sided p of a partial correlation: t = r sqrt(df / (1 - r^2)), df = n - 2 - n_controls.
+
+    Equals the p-value of x's coefficient in OLS y ~ x + controls (H0: partial rho = 0).
+    """
+    df = n - 2 - n_controls
+    if df < 1 or not np.isfinite(r):
+        return math.nan
+    if abs(r) >= 1:
+        return 0.0
+    t = r * math.sqrt(df / (1 - r * r))
+    return float(2 * stats.t.sf(abs(t), df))
+
+
+def center_within(values: np.ndarray, strata: np.ndarray) -> np.ndarray:
+    """Subtract each stratum's mean; shape (n,) -> (n,)."""
+    out = values.astype(float).copy()
+    for label in np.unique(strata):
+        m = strata == label
+        out[m] -= out[m].mean()
+    return out
+
+
+def correlate(x: np.ndarray, y: np.ndarray, settings: Settings, strata: np.ndarray | None = None) -> dict:
+    """Pearson and Spearman with Fisher CIs, analytic and permutation p-values.
+
+    With ``strata`` the correlations are partial (strata as dummy covariates): both variables
+    (ranks, for Spearman) are centred within strata and permutations stay within strata.
+    H0 in every test: no (partial) association; all p-values two-sided.
+
+    Args:
+        x, y: shape (n,), finite.
+        strata: optional shape (n,) family labels.
+
+    Returns:
+        dict of the statistical columns (NaN where undefined) and a ``note``.
+    """
+    n, level = len(x), 1 - settings.alpha
+    k = len(np.unique(strata)) - 1 if strata is not None else 0
+    out = {f"{m}_{s}": math.nan for m in ("pearson", "spearman")
+           for s in ("ci_low", "ci_high", "p", "perm_p")}
+    out.update(pearson_r=math.nan, spearman_rho=math.nan, note="")
+    if n - 2 - k < 1:
+        out["note"] = f"too few points: n={n} with {k} family controls"
+        return out
+    for method, xs, ys in (("pearson", x, y), ("spearman", stats.rankdata(x), stats.rankdata(y))):
+        if strata is not None:
+            xs, ys = center_within(xs, strata), center_within(ys, strata)
+        if np.ptp(xs) == 0 or np.ptp(ys) == 0:
+            out["note"] = "constant variable: correlation undefined"
+            continue
+        r = float(rowwise_corr(xs, ys[None, :])[0])
+        key = "pearson_r" if method == "pearson" else "spearman_rho"
+        out[key] = r
+        if strata is None:
+            fn = stats.pearsonr if method == "pearson" else stats.spearmanr
+            out[f"{method}_p"] = float(fn(x, y)[1])
+        else:
+            out[f"{method}_p"] = partial_p(r, n, k)
+        out[f"{method}_ci_low"], out[f"{method}_ci_high"] = fisher_ci(r, n, level, k, method == "spearman")
+        rng = np.random.default_rng(settings.bootstrap_seed)
+        out[f"{method}_perm_p"] = permutation_p(xs, ys, rowwise_corr, settings.bootstrap_resamples, rng, strata)
+    return out
+
+
+def family_of(head: str, families: dict | None) -> str:
+    """A head's family: from the ``families`` mapping, else its name before the first "_"."""
+    for fam, heads in (families or {}).items():
+        if head in heads:
+            return str(fam)
+    return head.split("_", 1)[0]
+
+
+def _windows(spec_windows, corpus: str, where: str) -> list[dict]:
+    out = []
+    for w in spec_windows or []:
+        if not isinstance(w, dict) or "column" not in w or ("min" not in w and "max" not in w):
+            raise AuditError(f"{where}: each window needs 'column' and 'min' and/or 'max'")
+        if w.get("corpus", corpus) == corpus:
+            out.append(w)
+    return out
+
+
+def spec_rows(runs: pd.DataFrame, spec: dict, settings: Settings, source: str) -> list[dict]:
+    """Validate one ``correlations:`` entry and compute all of its rows."""
+    if not isinstance(spec, dict) or not spec.get("name"):
+        raise AuditError(f"{source}: every correlations entry needs a 'name'")
+    where = f"{source}: correlation {spec['name']!r}"
+    unknown = set(spec) - SPEC_KEYS
+    if unknown:
+        raise AuditError(f"{where}: unknown key {min(unknown)!r}")
+    for key in ("x", "y"):
+        if not spec.get(key):
+            raise AuditError(f"{where}: missing key {key!r}")
+        require_metric(runs, spec[key], source, f"correlation {spec['name']!r}")
+    x, y = spec["x"], spec["y"]
+    rows = []
+    for corpus in [str(c) for c in spec.get("corpora") or sorted(runs["corpus"].unique())]:
+        sel = runs[runs["corpus"] == corpus]
+        if spec.get("heads"):
+            sel = sel[sel["head"].isin([str(h) for h in spec["heads"]])]
+        usable = (sel["status"] == "ok") & np.isfinite(sel[x]) & np.isfinite(sel[y])
+        base = dict(name=spec["name"], corpus=corpus, x=x, y=y, n_excluded=int((~usable).sum()))
+        sel = sel[usable]
+        windows = _windows(spec.get("windows"), corpus, where)
+        variants = [("none", False, sel, 0)]
+        if windows:
+            inside = np.ones(len(sel), bool)
+            for w in windows:
+                col = w["column"]
+                require_metric(runs, col, source, f"correlation {spec['name']!r} window")
+                inside &= (sel[col] >= w.get("min", -np.inf)).to_numpy() & (sel[col] <= w.get("max", np.inf)).to_numpy()
+            text = "; ".join(f"{w['column']} in [{w.get('min', '-inf')}, {w.get('max', 'inf')}]" for w in windows)
+            variants.append((text, True, sel[inside], int((~inside).sum())))
+        for restriction, post_hoc, data, outside in variants:
+            for level in LEVELS:
+                rows.append({**base, **_level_row(data, x, y, level, spec.get("families"), settings),
+                             "restriction": restriction, "post_hoc": post_hoc, "n_outside_window": outside})
+    return rows
+
+
+def _level_row(data: pd.DataFrame, x: str, y: str, level: str, families, settings: Settings) -> dict:
+    fam = np.array([family_of(h, families) for h in data["head"]], dtype=object)
+    row = dict(level=level, n_heads=int(data["head"].nunique()), n_families=len(set(fam)),
+               ci_level=1 - settings.alpha, ci_method="fisher-z",
+               perm_method="permutation of y (exact if n! <= resamples), two-sided",
+               permutation_resamples=settings.bootstrap_resamples,
+               permutation_seed=settings.bootstrap_seed, controls="")
+    if level == "head_means":
+        means = data.groupby("head", sort=True)[[x, y]].mean()
+        xs, ys, strata = means[x].to_numpy(), means[y].to_numpy(), None
+        row["p_method"] = "pearsonr / spearmanr t-test over head means"
+    elif level == "runs":
+        xs, ys, strata = data[x].to_numpy(), data[y].to_numpy(), None
+        row["p_method"] = "pearsonr / spearmanr t-test over runs"
+    else:
+        xs, ys, strata = data[x].to_numpy(), data[y].to_numpy(), fam
+        row["controls"] = f"head family ({', '.join(sorted(set(fam)))})"
+        row["p_method"] = "partial-correlation t-test, df = n - 2 - (families - 1)"
+        row["perm_method"] = "monte-carlo permutation of y within families, two-sided"
+    row["n"] = len(xs)
+    row.update(correlate(np.asarray(xs, float), np.asarray(ys, float), settings, strata))
+    return row
+
+
+def correlations_table(runs: pd.DataFrame, config: dict, settings: Settings,
+                       source: str = "config") -> pd.DataFrame:
+    """The full correlations table for the ``correlations:`` section of ``config``."""
+    specs = config.get("correlations") or []
+    if not isinstance(specs, list):
+        raise AuditError(f"{source}: 'correlations' must be a list")
+    names = [s.get("name") for s in specs if isinstance(s, dict)]
+    dup = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if dup:
+        raise AuditError(f"{source}: correlation {dup!r} declared twice")
+    rows = [r for spec in specs for r in spec_rows(runs, spec, settings, source)]
+    return pd.DataFrame(rows, columns=COLUMNS)

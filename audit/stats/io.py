@@ -1,0 +1,227 @@
+"""Load and validate the inputs of the statistics verb: runs table, study config, word pairs.
+
+Every problem is reported as one ``AuditError`` line naming the file and the column or key,
+so a malformed input never surfaces as a pandas traceback. Tables are written atomically
+(temporary file in the target directory, then ``os.replace``), so a failed run leaves either
+the previous file or none, never half a table.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from audit.errors import AuditError
+
+STATUSES = ("ok", "failed")
+PAIR_COLUMNS = ("corpus", "head", "seed", "benchmark", "word1", "word2", "gold", "cosine")
+# non-metric columns of the runs table; everything else must be numeric
+TEXT_COLUMNS = ("study", "corpus", "head", "seed", "status", "error")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The ``stats:`` section of a study config, with its defaults."""
+
+    min_seeds: int = 5                  # fewer ok runs per arm than this: no verdict
+    alpha: float = 0.05                 # test level; CIs are at 1 - alpha
+    bootstrap_resamples: int = 10000    # bootstrap resamples and permutations per row
+    bootstrap_seed: int = 12345         # each row's Generator is default_rng(bootstrap_seed)
+    power_target: float = 0.8           # power the "seeds needed" column solves for
+
+    @classmethod
+    def from_config(cls, section: dict | None, source: str = "config") -> "Settings":
+        """Build settings from a ``stats:`` mapping; unknown keys and bad values fail."""
+        section = dict(section or {})
+        known = {f.name: f.type for f in fields(cls)}
+        for key in section:
+            if key not in known:
+                raise AuditError(f"{source}: unknown key stats.{key}; known: {', '.join(known)}")
+        out = cls(**{k: (int(v) if k in ("min_seeds", "bootstrap_resamples", "bootstrap_seed")
+                         else float(v)) for k, v in section.items()})
+        if out.min_seeds < 2:
+            raise AuditError(f"{source}: stats.min_seeds must be >= 2, got {out.min_seeds}")
+        if not 0 < out.alpha < 0.5:
+            raise AuditError(f"{source}: stats.alpha must be in (0, 0.5), got {out.alpha}")
+        if out.bootstrap_resamples < 100:
+            raise AuditError(f"{source}: stats.bootstrap_resamples must be >= 100, "
+                             f"got {out.bootstrap_resamples}")
+        if not 0 < out.power_target < 1:
+            raise AuditError(f"{source}: stats.power_target must be in (0, 1), got {out.power_target}")
+        return out
+
+
+def load_runs(path: str | os.PathLike) -> pd.DataFrame:
+    """Read and validate a runs table.
+
+    Args:
+        path: CSV with at least ``head`` and ``seed``; ``corpus`` (default ``'all'``) and
+            ``status`` (default ``'ok'``) are optional; every other column except ``study`` and
+            ``error`` must be numeric (empty cells are NaN).
+
+    Returns:
+        DataFrame with one row per run; ``corpus``, ``head``, ``seed`` and ``status`` as str.
+    """
+    name = str(path)
+    try:
+        df = pd.read_csv(path, dtype={c: str for c in TEXT_COLUMNS}, keep_default_na=True)
+    except FileNotFoundError:
+        raise AuditError(f"{name}: runs table not found") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
+        raise AuditError(f"{name}: unreadable CSV ({str(err).splitlines()[0]})") from None
+    for col in ("head", "seed"):
+        if col not in df.columns:
+            raise AuditError(f"{name}: missing required column {col!r}")
+        if df[col].isna().any():
+            raise AuditError(f"{name}: column {col!r} has an empty cell (row {int(df[col].isna().idxmax()) + 2})")
+    df["head"] = df["head"].str.strip()
+    df["seed"] = df["seed"].str.strip()
+    df["corpus"] = df["corpus"].fillna("all").str.strip() if "corpus" in df else "all"
+    if "status" in df:
+        df["status"] = df["status"].fillna("ok").str.strip().str.lower()
+        bad = sorted(set(df["status"]) - set(STATUSES))
+        if bad:
+            raise AuditError(f"{name}: column 'status' has value {bad[0]!r}; expected 'ok' or 'failed'")
+    else:
+        df["status"] = "ok"
+    for col in df.columns:
+        if col in TEXT_COLUMNS:
+            continue
+        values = pd.to_numeric(df[col], errors="coerce")
+        bad = values.isna() & df[col].notna()
+        if bad.any():
+            row = int(np.flatnonzero(bad.to_numpy())[0])
+            raise AuditError(f"{name}: column {col!r} has non-numeric value {df[col].iloc[row]!r} "
+                             f"(row {row + 2})")
+        df[col] = values.astype(float)
+    dup = df.duplicated(["corpus", "head", "seed"])
+    if dup.any():
+        r = df[dup].iloc[0]
+        raise AuditError(f"{name}: duplicate run corpus={r['corpus']!r} head={r['head']!r} seed={r['seed']!r}")
+    return df
+
+
+def require_metric(runs: pd.DataFrame, metric: str, source: str, where: str) -> None:
+    """Fail in one line if ``metric`` is not a numeric column of the runs table."""
+    if metric not in runs.columns or metric in TEXT_COLUMNS:
+        raise AuditError(f"{source}: no metric column {metric!r} (needed by {where})")
+
+
+@dataclass
+class Arm:
+    """One (corpus, head) arm of a metric: the usable values and what was excluded."""
+
+    values: np.ndarray      # shape (n,), finite metric values of ok runs
+    n_failed: int           # runs with status 'failed'
+    n_missing: int          # ok runs whose metric is NaN or infinite
+    present: bool           # whether the head has any row in this corpus at all
+
+
+def arm(runs: pd.DataFrame, corpus: str, head: str, metric: str) -> Arm:
+    """Select one arm; failed runs and non-finite values are excluded and counted."""
+    rows = runs[(runs["corpus"] == corpus) & (runs["head"] == head)]
+    ok = rows[rows["status"] == "ok"]
+    values = ok[metric].to_numpy(dtype=float)
+    finite = np.isfinite(values)
+    return Arm(values[finite], int((rows["status"] == "failed").sum()), int((~finite).sum()), len(rows) > 0)
+
+
+def load_config(path: str | os.PathLike) -> dict:
+    """Read a study config and merge in the claims of its ``claims_file`` (if any).
+
+    ``claims_file`` is resolved against the working directory first (Snakemake runs from the
+    repository root), then against the config file's own directory. Claims from the file come
+    after the config's own ``claims:``; a repeated claim id is an error.
+    """
+    name = str(path)
+    cfg = _read_yaml(path)
+    claims = list(cfg.get("claims") or [])
+    ref = cfg.get("claims_file")
+    if ref:
+        candidates = [Path(ref), Path(path).parent / ref]
+        found = next((c for c in candidates if c.is_file()), None)
+        if found is None:
+            raise AuditError(f"{name}: claims_file {ref!r} not found")
+        extra = _read_yaml(found)
+        more = extra.get("claims") if isinstance(extra, dict) else None
+        if not isinstance(more, list):
+            raise AuditError(f"{found}: expected a top-level 'claims:' list")
+        claims += more
+    ids = [c.get("id") if isinstance(c, dict) else None for c in claims]
+    for i, cid in enumerate(ids):
+        if cid in ids[:i]:
+            raise AuditError(f"{name}: duplicate claim id {cid!r}")
+    cfg["claims"] = claims
+    return cfg
+
+
+def _read_yaml(path) -> dict:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = yaml.safe_load(fh)
+    except FileNotFoundError:
+        raise AuditError(f"{path}: config not found") from None
+    except yaml.YAMLError as err:
+        raise AuditError(f"{path}: malformed YAML ({str(err).splitlines()[0]})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise AuditError(f"{path}: expected a YAML mapping at top level")
+    return data
+
+
+def load_pairs(path: str | os.PathLike) -> pd.DataFrame:
+    """Read the per-pair word-similarity table (columns ``PAIR_COLUMNS``).
+
+    Returns:
+        DataFrame with str ``corpus, head, seed, benchmark, word1, word2`` and float
+        ``gold, cosine``; rows with a non-finite gold or cosine are dropped.
+    """
+    name = str(path)
+    try:
+        df = pd.read_csv(path, dtype={c: str for c in PAIR_COLUMNS[:6]}, keep_default_na=False)
+    except FileNotFoundError:
+        raise AuditError(f"{name}: word-pairs table not found") from None
+    except pd.errors.EmptyDataError:  # a 0-byte file: no benchmark was scored, not an error
+        return pd.DataFrame(columns=list(PAIR_COLUMNS))
+    except pd.errors.ParserError as err:
+        raise AuditError(f"{name}: unreadable CSV ({str(err).splitlines()[0]})") from None
+    if "corpus" not in df.columns:
+        df["corpus"] = "all"
+    for col in PAIR_COLUMNS:
+        if col not in df.columns:
+            raise AuditError(f"{name}: missing required column {col!r}")
+    for col in ("gold", "cosine"):
+        values = pd.to_numeric(df[col].replace("", np.nan), errors="coerce")
+        bad = values.isna() & (df[col] != "")
+        if bad.any():
+            raise AuditError(f"{name}: column {col!r} has non-numeric value {df[col][bad].iloc[0]!r}")
+        df[col] = values.astype(float)
+    return df[np.isfinite(df["gold"]) & np.isfinite(df["cosine"])].reset_index(drop=True)
+
+
+def write_table(df: pd.DataFrame, path: str | os.PathLike) -> None:
+    """Write ``df`` as CSV atomically: a temporary file in the same directory, then replace."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            df.to_csv(fh, index=False, float_format="%.10g")
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def note(message: str) -> None:
+    """Print an informational line on stderr (e.g. why a table has no rows)."""
+    print(f"note: {message}", file=sys.stderr)

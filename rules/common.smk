@@ -1,0 +1,63 @@
+# Validation of the study config and the helpers that name every file of the DAG.
+import json
+import sys
+
+from audit.config import check_study, run_settings, settings_json, stats_sections, write_yaml
+from audit.errors import AuditError
+
+try:  # one line naming the file and key, instead of a traceback
+    config.update(check_study(config, ", ".join(map(str, workflow.configfiles)) or "config"))
+except AuditError as err:
+    sys.exit(f"error: {err}")
+
+STUDY = config["study"]
+RESULTS = f"results/{STUDY}"  # run artefacts (ignored by git)
+REPORTS = f"reports/{STUDY}"  # the audit and its tables
+DATA = "results/data"  # verified copies of the data, shared by all studies
+RUN_DIR = RESULTS + "/runs/{corpus}/{head}/{seed}"
+STATS_TABLES = ["comparisons", "correlations", "wordsim_wins", "wordsim_diffs", "claims"]
+WORDSIM_FILES = [
+    "EN-MC-30.txt", "EN-MEN-TR-3k.txt", "EN-MTurk-287.txt", "EN-MTurk-771.txt",
+    "EN-RG-65.txt", "EN-RW-STANFORD.txt", "EN-SIMLEX-999.txt", "EN-SimVerb-3500.txt",
+    "EN-VERB-143.txt", "EN-WS-353-ALL.txt", "EN-WS-353-REL.txt", "EN-WS-353-SIM.txt",
+    "EN-YP-130.txt",
+]
+
+
+wildcard_constraints:
+    corpus="ptb|wikitext-2",
+    split="train|valid|test",
+    head="[A-Za-z0-9_.+-]+",
+    seed="[0-9]+",
+
+
+def all_runs():
+    """(corpus, head, seed) of every run of the study."""
+    return [
+        (corpus, entry["name"], seed)
+        for corpus in config["data"]["corpora"]
+        for entry in config["heads"]
+        for seed in config["seeds"]
+    ]
+
+
+def run_dirs():
+    return [RUN_DIR.format(corpus=c, head=h, seed=s) for c, h, s in all_runs()]
+
+
+def train_settings(wildcards):
+    return settings_json(config, wildcards.corpus, wildcards.head, int(wildcards.seed))
+
+
+def train_threads(wildcards):
+    return run_settings(config, wildcards.corpus, wildcards.head, int(wildcards.seed))["train"]["threads"]
+
+
+def train_gpus(wildcards):
+    """1 when the run will use CUDA (so --resources gpu=1 serialises GPU jobs), else 0."""
+    device = run_settings(config, wildcards.corpus, wildcards.head, int(wildcards.seed))["train"]["device"]
+    if device == "cpu":
+        return 0
+    import torch
+
+    return 1 if torch.cuda.is_available() else 0

@@ -1,0 +1,36 @@
+# Data: verified copies of the corpora and benchmarks, then the tokenised id tensors.
+
+
+rule fetch_corpus_file:
+    output:
+        f"{DATA}/{{corpus}}/{{split}}.txt",
+    params:
+        mirror=config["data"]["mirror"] or "",
+    log:
+        "logs/data/fetch/{corpus}/{split}.log",
+    shell:
+        "python -m audit fetch --dataset {wildcards.corpus} --file {wildcards.split}.txt "
+        "--out {output} --mirror '{params.mirror}' > {log} 2>&1"
+
+
+rule fetch_wordsim_file:
+    output:
+        f"{DATA}/wordsim/{{name}}.txt",
+    params:
+        mirror=config["data"]["mirror"] or "",
+    log:
+        "logs/data/fetch/wordsim/{name}.log",
+    shell:
+        "python -m audit fetch --dataset wordsim --file {wildcards.name}.txt "
+        "--out {output} --mirror '{params.mirror}' > {log} 2>&1"
+
+
+rule prepare_corpus:
+    input:
+        expand(f"{DATA}/{{{{corpus}}}}/{{split}}.txt", split=["train", "valid", "test"]),
+    output:
+        f"{DATA}/{{corpus}}/corpus.pt",
+    log:
+        "logs/data/prepare/{corpus}.log",
+    shell:
+        "python -m audit prepare --folder {DATA}/{wildcards.corpus} --out {output} > {log} 2>&1"

@@ -1,0 +1,41 @@
+# Evaluate: test perplexity, log-P spectrum and ranks, word similarity; then the runs table.
+
+
+rule evaluate:
+    input:
+        metrics=f"{RUN_DIR}/metrics.json",
+        model=f"{RUN_DIR}/model.pt",
+        corpus=f"{DATA}/{{corpus}}/corpus.pt",
+        wordsim=expand(f"{DATA}/wordsim/{{name}}", name=WORDSIM_FILES),
+    output:
+        result=f"{RUN_DIR}/eval.json",
+        spectrum=f"{RUN_DIR}/spectrum.npz",
+        pairs=f"{RUN_DIR}/wordsim_pairs.csv",
+    params:
+        run_dir=RUN_DIR,
+        wordsim_dir=f"{DATA}/wordsim",
+    threads: train_threads
+    resources:
+        gpu=train_gpus,
+    log:
+        f"logs/{STUDY}/evaluate/{{corpus}}/{{head}}/{{seed}}.log",
+    shell:
+        "python -m audit evaluate --run-dir {params.run_dir} --corpus {input.corpus} "
+        "--wordsim-dir {params.wordsim_dir} > {log} 2>&1"
+
+
+rule runs_table:
+    input:
+        metrics=[f"{d}/metrics.json" for d in run_dirs()],
+        results=[f"{d}/eval.json" for d in run_dirs()],
+        pairs=[f"{d}/wordsim_pairs.csv" for d in run_dirs()],
+    output:
+        runs=f"{REPORTS}/runs.csv",
+        pairs=f"{RESULTS}/wordsim_pairs.csv",
+    params:
+        run_dirs=run_dirs(),
+    log:
+        f"logs/{STUDY}/runs_table.log",
+    shell:
+        "python -m audit collect --runs {params.run_dirs} --out {output.runs} "
+        "--pairs-out {output.pairs} > {log} 2>&1"

@@ -1,0 +1,182 @@
+# Report: every report table and figure is its own rule and file; the audit rule only assembles.
+# Inputs are the runs table, the statistics tables and small per-run files (metrics.json,
+# eval.json, spectrum.npz), never model.pt, so refreshing a table retrains nothing.
+# `snakemake --report` renders the same outputs (registered with report()) with Snakemake's
+# own provenance and runtimes.
+import os
+
+REPORT_TABLES = ["results", "ranks", "wordsim_rho", "wordsim_coverage", "warnings"]
+
+
+def report_figures():
+    """Figures this study can draw: the wins heatmap needs two heads."""
+    names = ["rank_decay", "rank_vs_ppl", "strip"]
+    if len(config["heads"]) >= 2:
+        names.append("wordsim_wins")
+    return names
+
+
+def reproduce_command():
+    """The shell command that reruns this study (the config files as given to Snakemake)."""
+    files = [str(f) for f in workflow.configfiles]
+    if len(files) > 1 and files[0] == "configs/default.yaml":  # the Snakefile's own default
+        files = files[1:]
+    mirror = "" if config["data"]["mirror"] else os.environ.get("AUDIT_DATA_MIRROR", "")
+    prefix = f"AUDIT_DATA_MIRROR={mirror} " if mirror else ""
+    return prefix + "snakemake --cores all " + " ".join(f"--configfile {f}" for f in files)
+
+
+def data_files():
+    """The verified data files the study read."""
+    splits = [f"{DATA}/{c}/{s}.txt" for c in config["data"]["corpora"] for s in ("train", "valid", "test")]
+    return splits + [f"{DATA}/wordsim/{name}" for name in WORDSIM_FILES]
+
+
+report: "../report/workflow.rst"
+
+
+rule resolved_config:
+    output:
+        f"{RESULTS}/config.resolved.yaml",
+    params:
+        config=dict(config),
+    log:
+        f"logs/{STUDY}/resolved_config.log",
+    run:
+        write_yaml(params.config, output[0])
+
+
+for _table in ["results", "ranks", "wordsim_rho"]:
+
+    rule:
+        name:
+            f"report_table_{_table}"
+        input:
+            runs=f"{REPORTS}/runs.csv",
+        output:
+            report(f"{REPORTS}/tables/{_table}.csv", caption=f"../report/table_{_table}.rst",
+                   category="Tables", labels={"table": _table}),
+        params:
+            table=_table,
+        log:
+            f"logs/{STUDY}/report/table_{_table}.log",
+        shell:
+            "python -m audit report table --name {params.table} --runs {input.runs} --out {output} > {log} 2>&1"
+
+
+rule report_table_wordsim_coverage:
+    input:
+        results=[f"{d}/eval.json" for d in run_dirs()],
+    output:
+        report(f"{REPORTS}/tables/wordsim_coverage.csv", caption="../report/table_wordsim_coverage.rst",
+               category="Tables", labels={"table": "wordsim_coverage"}),
+    params:
+        run_dirs=run_dirs(),
+    log:
+        f"logs/{STUDY}/report/table_wordsim_coverage.log",
+    shell:
+        "python -m audit report table --name wordsim_coverage --run-dirs {params.run_dirs} "
+        "--out {output} > {log} 2>&1"
+
+
+rule report_table_warnings:
+    input:
+        runs=f"{REPORTS}/runs.csv",
+        config=f"{RESULTS}/stats_config.yaml",
+        comparisons=f"{REPORTS}/tables/comparisons.csv",
+        correlations=f"{REPORTS}/tables/correlations.csv",
+    output:
+        report(f"{REPORTS}/tables/warnings.csv", caption="../report/table_warnings.rst",
+               category="Tables", labels={"table": "warnings"}),
+    log:
+        f"logs/{STUDY}/report/table_warnings.log",
+    shell:
+        "python -m audit report table --name warnings --runs {input.runs} --config {input.config} "
+        "--comparisons {input.comparisons} --correlations {input.correlations} --out {output} > {log} 2>&1"
+
+
+rule report_figure_rank_decay:
+    input:
+        spectra=[f"{d}/spectrum.npz" for d in run_dirs()],
+    output:
+        report(f"{REPORTS}/figures/rank_decay.svg", caption="../report/figure_rank_decay.rst",
+               category="Figures", labels={"figure": "rank_decay"}),
+    params:
+        run_dirs=run_dirs(),
+    log:
+        f"logs/{STUDY}/report/figure_rank_decay.log",
+    shell:
+        "python -m audit report figure --name rank_decay --run-dirs {params.run_dirs} --out {output} > {log} 2>&1"
+
+
+rule report_figure_rank_vs_ppl:
+    input:
+        runs=f"{REPORTS}/runs.csv",
+        correlations=f"{REPORTS}/tables/correlations.csv",
+    output:
+        report(f"{REPORTS}/figures/rank_vs_ppl.svg", caption="../report/figure_rank_vs_ppl.rst",
+               category="Figures", labels={"figure": "rank_vs_ppl"}),
+    log:
+        f"logs/{STUDY}/report/figure_rank_vs_ppl.log",
+    shell:
+        "python -m audit report figure --name rank_vs_ppl --runs {input.runs} "
+        "--correlations {input.correlations} --x press_rank --metric test_ppl --out {output} > {log} 2>&1"
+
+
+rule report_figure_strip:
+    input:
+        runs=f"{REPORTS}/runs.csv",
+    output:
+        report(f"{REPORTS}/figures/strip.svg", caption="../report/figure_strip.rst",
+               category="Figures", labels={"figure": "strip"}),
+    log:
+        f"logs/{STUDY}/report/figure_strip.log",
+    shell:
+        "python -m audit report figure --name strip --runs {input.runs} --metric test_ppl --out {output} > {log} 2>&1"
+
+
+rule report_figure_wordsim_wins:
+    input:
+        wins=f"{REPORTS}/tables/wordsim_wins.csv",
+    output:
+        report(f"{REPORTS}/figures/wordsim_wins.svg", caption="../report/figure_wordsim_wins.rst",
+               category="Figures", labels={"figure": "wordsim_wins"}),
+    log:
+        f"logs/{STUDY}/report/figure_wordsim_wins.log",
+    shell:
+        "python -m audit report figure --name wordsim_wins --wins {input.wins} --out {output} > {log} 2>&1"
+
+
+rule report_provenance:
+    input:
+        config=f"{RESULTS}/config.resolved.yaml",
+        metrics=[f"{d}/metrics.json" for d in run_dirs()],
+        data=data_files(),
+    output:
+        report(f"{REPORTS}/provenance.json", caption="../report/provenance.rst",
+               category="Provenance", labels={"file": "provenance.json"}),
+    params:
+        run_dirs=run_dirs(),
+        command=reproduce_command(),
+    log:
+        f"logs/{STUDY}/report/provenance.log",
+    shell:
+        "python -m audit report provenance --config {input.config} --run-dirs {params.run_dirs} "
+        "--data-dir {DATA} --data-files {input.data} --command {params.command:q} --out {output} > {log} 2>&1"
+
+
+rule report:
+    input:
+        runs=f"{REPORTS}/runs.csv",
+        config=f"{RESULTS}/config.resolved.yaml",
+        tables=expand(f"{REPORTS}/tables/{{table}}.csv", table=STATS_TABLES + REPORT_TABLES),
+        figures=expand(f"{REPORTS}/figures/{{figure}}.svg", figure=report_figures()),
+        provenance=f"{REPORTS}/provenance.json",
+    output:
+        report(f"{REPORTS}/audit.html", caption="../report/audit.rst", category="Audit",
+               labels={"file": "audit.html"}),
+    log:
+        f"logs/{STUDY}/report.log",
+    shell:
+        "python -m audit report html --runs {input.runs} --config {input.config} --tables {input.tables} "
+        "--figures {input.figures} --provenance {input.provenance} --out {output} > {log} 2>&1"

@@ -1,0 +1,26 @@
+"""Shared fixtures: the offline data mirror beside the checkout, and a tiny prepared corpus."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+MIRROR = Path(os.environ.get("AUDIT_DATA_MIRROR", REPO.parent / "shared" / "data"))
+
+
+@pytest.fixture(scope="session")
+def mirror() -> Path:
+    if not (MIRROR / "ptb" / "train.txt").is_file():
+        pytest.fail(f"offline data mirror not found at {MIRROR}; set AUDIT_DATA_MIRROR")
+    return MIRROR
+
+
+@pytest.fixture(scope="session")
+def ptb_corpus(mirror, tmp_path_factory):
+    """The full PTB corpus cache, prepared once per session."""
+    from audit.data.corpus import prepare, save
+
+    path = tmp_path_factory.mktemp("ptb") / "corpus.pt"
+    save(prepare(mirror / "ptb"), path)
+    return path

@@ -1,0 +1,16 @@
+"""Tiny run settings for fast training tests."""
+
+from audit.config import check_study, run_settings
+
+
+def tiny_settings(head="softmax", seed=1, epochs=2, train_tokens=6000, **train):
+    config = check_study({
+        "study": "tiny", "seeds": [seed], "heads": [{"name": head}],
+        "data": {"max_tokens": {"train": train_tokens, "valid": 1000, "test": 1000}},
+        "model": {"emb_size": 8, "hidden_size": 16, "n_layers": 2, "dropoute": 0.1, "dropouti": 0.1,
+                  "dropouth": 0.1, "dropout": 0.1, "wdrop": 0.2},
+        "train": {"epochs": epochs, "batch_size": 10, "bptt": 20, "asgd": "nt", "nonmono": 1,
+                  "threads": 1, "device": "cpu", **train},
+        "evaluate": {"contexts": 300},
+    })
+    return run_settings(config, "ptb", head, seed)

@@ -1,0 +1,103 @@
+"""End to end: the Snakemake DAG on configs/smoke.yaml in a temporary directory."""
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def snakemake(workdir: Path, *args: str, mirror: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "AUDIT_DATA_MIRROR": str(mirror)}
+    return subprocess.run(["snakemake", "--cores", "2", *args], cwd=workdir, env=env,
+                          capture_output=True, text=True, timeout=1800)
+
+
+def copy_workflow(dest: Path) -> Path:
+    for name in ("Snakefile", "rules", "configs", "profiles"):
+        source = REPO / name
+        (shutil.copytree if source.is_dir() else shutil.copy)(source, dest / name)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory, mirror):
+    workdir = copy_workflow(tmp_path_factory.mktemp("smoke"))
+    proc = snakemake(workdir, "--configfile", "configs/smoke.yaml", mirror=mirror)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return workdir
+
+
+def job_counts(output: str) -> dict[str, int]:
+    """Snakemake's 'Job stats' table as {rule: count}."""
+    block = output.split("Job stats:")[1].split("\n\n")[0]
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", block, re.M)}
+
+
+@pytest.mark.slow
+def test_runs_table_has_one_row_per_run_and_softmax_rank_is_d_plus_2(smoke):
+    config = yaml.safe_load((smoke / "configs" / "smoke.yaml").read_text())
+    runs = pd.read_csv(smoke / "reports" / "smoke" / "runs.csv")
+    assert len(runs) == len(config["heads"]) * len(config["seeds"]) == 6
+    assert sorted(zip(runs["head"], runs["seed"])) == sorted(
+        (h["name"], s) for h in config["heads"] for s in config["seeds"])
+    assert (runs["status"] == "ok").all()
+    d = config["model"]["emb_size"]
+    softmax = runs[runs["head"] == "softmax"]
+    assert softmax["press_rank"].tolist() == [d + 2] * 3   # log-P = W h + b - lse: rank d + 2
+    assert (softmax["f_logits_press_rank"] == d + 1).all()  # the logits alone: rank d + 1
+    assert (runs.loc[runs["head"] == "sigsoftmax", "press_rank"] > d + 2).all()
+    wordsim = [c for c in runs if c.startswith("wordsim_")]
+    assert len(wordsim) == 13 and runs[wordsim].notna().all().all()
+
+
+@pytest.mark.slow
+def test_report_contains_the_p_values(smoke):
+    from audit.report.render import fmt_p
+
+    html = (smoke / "reports" / "smoke" / "audit.html").read_text()
+    comparisons = pd.read_csv(smoke / "reports" / "smoke" / "tables" / "comparisons.csv")
+    row = comparisons[(comparisons["head_a"] == "sigsoftmax") & (comparisons["metric"] == "test_ppl")].iloc[0]
+    assert row["n_a"] == 3 and row["n_b"] == 3
+    for column in ("welch_p", "student_p"):
+        assert 0 <= row[column] <= 1
+        assert fmt_p(float(row[column])) in html
+    assert "Study configuration" in html and "http://" not in html.replace("http://www.w3.org", "")
+
+
+@pytest.mark.slow
+def test_refreshing_one_table_reruns_no_training(smoke, mirror):
+    target = "reports/smoke/tables/comparisons.csv"
+    plan = snakemake(smoke, "--configfile", "configs/smoke.yaml", "-f", target, "-n", mirror=mirror)
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    assert job_counts(plan.stdout + plan.stderr) == {"stats_comparisons": 1, "total": 1}
+    runs_dir = smoke / "results" / "smoke" / "runs"
+    before = {p: p.stat().st_mtime_ns for p in runs_dir.rglob("*") if p.is_file()}
+    table_before = (smoke / target).stat().st_mtime_ns
+    done = snakemake(smoke, "--configfile", "configs/smoke.yaml", "-f", target, mirror=mirror)
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = snakemake(smoke, "--configfile", "configs/smoke.yaml", mirror=mirror)
+    assert report.returncode == 0, report.stderr[-2000:]
+    assert "train" not in job_counts(report.stdout + report.stderr)
+    assert (smoke / target).stat().st_mtime_ns > table_before
+    assert {p: p.stat().st_mtime_ns for p in runs_dir.rglob("*") if p.is_file()} == before
+
+
+def test_bad_config_stops_snakemake_with_one_line(tmp_path, mirror):
+    workdir = copy_workflow(tmp_path)
+    config = yaml.safe_load((workdir / "configs" / "smoke.yaml").read_text())
+    config["heads"].append({"name": "softmaxx"})
+    (workdir / "configs" / "bad.yaml").write_text(yaml.safe_dump(config))
+    proc = snakemake(workdir, "--configfile", "configs/bad.yaml", "-n", mirror=mirror)
+    assert proc.returncode != 0
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1
+    assert "config key heads[2].head: unknown head 'softmaxx'; known heads:" in lines[0]
+    assert "configs/bad.yaml" in lines[0]
