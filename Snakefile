@@ -4,9 +4,9 @@ from snakemake.utils import min_version
 
 min_version("8.10")
 
-
-configfile: "configs/default.yaml"
-
+# No `configfile:` directive: Snakemake would merge a --configfile study over the default one,
+# so a study would silently inherit keys it does not set. rules/common.smk loads
+# configs/default.yaml only when no --configfile is given.
 
 include: "rules/common.smk"
 include: "rules/data.smk"

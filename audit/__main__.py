@@ -15,10 +15,11 @@ VERBS = {
     "evaluate": "audit.evaluate",       # test perplexity, log-P spectrum, word similarity
     "collect": "audit.runs_table",      # gather per-run metrics into the runs table
     "stats": "audit.stats.cli",         # one statistics table from the runs table
-    "report": "audit.report.render",    # assemble the HTML audit
+    "report": "audit.report.cli",       # report tables, figures, provenance and the HTML audit
     "params": "audit.params",           # print parameter counts of a config's heads
     "bench": "audit.bench",             # benchmarks that print figures
     "validate": "audit.config",         # validate a study config and print it resolved
+    "synthetic": "audit.synthetic",     # the Dirichlet synthetic study (fits, table, figures)
 }
 
 

@@ -20,7 +20,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from audit import spectrum, wordsim
+from audit import jacobian, spectrum, topk, wordsim
 from audit.data.corpus import load as load_corpus
 from audit.errors import AuditError
 from audit.model import LanguageModel, ModelConfig
@@ -38,11 +38,14 @@ def load_model(path: str | os.PathLike, device: torch.device) -> tuple[LanguageM
 
 @torch.no_grad()
 def stream_rows(model: LanguageModel, ids: torch.Tensor, bptt: int, limit: int | None,
-                transformed: bool = False, totals: dict | None = None) -> Iterator[torch.Tensor]:
+                transformed: bool = False, totals: dict | None = None,
+                observers: tuple = ()) -> Iterator[torch.Tensor]:
     """Yield float32 row blocks (rows, V) of log-P (or of f(l) if ``transformed``).
 
     Only the first ``limit`` contexts are yielded (all if None); if ``totals`` is given the
     stream runs to the end of ``ids`` anyway and sums the test NLL and token count into it.
+    ``observers`` are ``(collector, kind)`` pairs that see every block of the whole stream,
+    kind ``"log_p"`` the log-probabilities and ``"h"`` the head's input (top-k, Jacobian).
     """
     data = ids.view(-1, 1).to(next(model.parameters()).device)
     hidden = model.init_hidden(1)
@@ -54,6 +57,8 @@ def stream_rows(model: LanguageModel, ids: torch.Tensor, bptt: int, limit: int |
         dropped, _, hidden = model.body(data[i:i + seq_len], hidden)
         if totals is not None or transformed is False:
             log_probs = model.head(dropped)[:, 0]
+        for collector, kind in observers:
+            collector.add(log_probs if kind == "log_p" else dropped[:, 0])
         if totals is not None:
             targets = data[i + 1:i + 1 + seq_len, 0]
             totals["nll"] += F.nll_loss(log_probs, targets, reduction="sum").item()
@@ -63,6 +68,21 @@ def stream_rows(model: LanguageModel, ids: torch.Tensor, bptt: int, limit: int |
             rows = model.head.transformed_logits(dropped)[:, 0] if transformed else log_probs
             emitted += take
             yield rows[:take].float()
+
+
+TOPK_COLUMNS = ["position", "context", "target", "target_rank", "in_top_k", "top"]
+
+
+def topk_words(table: pd.DataFrame, ids: np.ndarray, vocab: list[str], k: int, width: int = 6) -> pd.DataFrame:
+    """The top-k table with words: the last ``width`` context words, the target and the top k."""
+    out = pd.DataFrame({
+        "position": table["position"],
+        "context": [" ".join(vocab[i] for i in ids[max(0, p - width + 1):p + 1]) for p in table["position"]],
+        "target": [vocab[i] for i in table["target"]],
+        "target_rank": table["target_rank"], "in_top_k": table["in_top_k"],
+        "top": [" ".join(vocab[i] for i in row) for row in table[[f"top_{j + 1}" for j in range(k)]].to_numpy()],
+    })
+    return out[TOPK_COLUMNS]
 
 
 def spectrum_summary(spec: spectrum.Spectrum, prefix: str) -> dict:
@@ -76,15 +96,16 @@ def spectrum_summary(spec: spectrum.Spectrum, prefix: str) -> dict:
 
 def evaluate_run(run_dir: str | os.PathLike, corpus_path: str, wordsim_dir: str,
                  out_dir: str | os.PathLike | None = None, device: str = "auto") -> dict:
-    """Evaluate ``run_dir`` (model.pt, metrics.json) and write eval.json, spectrum.npz and
-    wordsim_pairs.csv into ``out_dir`` (default: the run folder). A failed run is recorded as
-    failed without evaluating anything."""
+    """Evaluate ``run_dir`` (model.pt, metrics.json) and write eval.json, spectrum.npz,
+    wordsim_pairs.csv and topk.csv into ``out_dir`` (default: the run folder). A failed run is
+    recorded as failed without evaluating anything."""
     run_dir = Path(run_dir)
     out = Path(out_dir or run_dir)
     metrics = json.loads((run_dir / "metrics.json").read_text())
     settings = metrics["settings"]
     result = {"status": metrics["status"]}
     pairs = pd.DataFrame(columns=["benchmark", "word1", "word2", "gold", "cosine"])
+    top_table = pd.DataFrame(columns=TOPK_COLUMNS)
     arrays = {}
     if metrics["status"] == "ok":
         torch.set_num_threads(settings["train"]["threads"])
@@ -98,7 +119,15 @@ def evaluate_run(run_dir: str | os.PathLike, corpus_path: str, wordsim_dir: str,
         limit = None if contexts == "all" else min(int(contexts), test.numel() - 1)
         bptt = settings["train"]["bptt"]
         totals = {"nll": 0.0, "tokens": 0}
-        logp = spectrum.stream_spectrum(stream_rows(model, test, bptt, limit, totals=totals))
+        options = settings["evaluate"]
+        positions = topk.select_positions(test.numel() - 1, [p for p in options["topk"]["positions"] if p < test.numel() - 1],
+                                          options["topk"]["random"], np.random.default_rng(options["topk"]["seed"]))
+        sampled = (jacobian.sample_contexts(test.numel() - 1, options["jacobian"]["contexts"],
+                                            np.random.default_rng(options["jacobian"]["seed"]))
+                   if options["jacobian"]["contexts"] else np.zeros(0, dtype=np.int64))
+        top_rows, h_rows = topk.RowCollector(positions), topk.RowCollector(sampled)
+        logp = spectrum.stream_spectrum(stream_rows(model, test, bptt, limit, totals=totals,
+                                                    observers=((top_rows, "log_p"), (h_rows, "h"))))
         result.update(test_loss=totals["nll"] / totals["tokens"], test_tokens=totals["tokens"],
                       contexts=logp.m, vocab_size=logp.n)
         result["test_ppl"] = perplexity(result["test_loss"])
@@ -108,6 +137,14 @@ def evaluate_run(run_dir: str | os.PathLike, corpus_path: str, wordsim_dir: str,
             flog = spectrum.stream_spectrum(stream_rows(model, test, bptt, limit, transformed=True))
             result.update(spectrum_summary(flog, "f_logits_"))
             arrays["f_logits_sv"] = flog.sv
+        top = topk.top_k(top_rows.rows(), test[positions + 1].numpy(), positions, options["topk"]["k"])
+        top_table = topk_words(top, test.numpy(), vocab, options["topk"]["k"])
+        if len(sampled):
+            jac = jacobian.degeneracy(model.head, torch.from_numpy(h_rows.rows()).to(dev), len(sampled),
+                                      np.random.default_rng(options["jacobian"]["seed"]),
+                                      threshold=options["jacobian"]["threshold"])
+            arrays["jacobian_mean_normalised_sv"] = jac.mean_normalised_sv
+            result["jacobian_fraction_below"] = jac.fraction_below
         vectors = model.encoder.weight.detach().cpu().numpy()
         pairs = wordsim.pair_similarities(vectors, vocab, wordsim_dir)
         scores = wordsim.evaluate(vectors, vocab, wordsim_dir)
@@ -119,6 +156,7 @@ def evaluate_run(run_dir: str | os.PathLike, corpus_path: str, wordsim_dir: str,
     np.savez(tmp, **arrays)
     os.replace(tmp, out / "spectrum.npz")
     atomic_write_text(pairs.to_csv(index=False), out / "wordsim_pairs.csv")
+    atomic_write_text(top_table.to_csv(index=False), out / "topk.csv")
     atomic_write_text(json.dumps(result, indent=1, sort_keys=True), out / "eval.json")
     return result
 

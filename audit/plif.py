@@ -16,8 +16,9 @@ float to int64 is moreover a slow non-vectorised path there). Here forward and b
 row block by row block (``audit.blocked``): the int32 bucket index and the offset live only
 per block in cache, one gather per element fetches the knot value and the slope together, the
 forward can apply the log_softmax in the same pass, and the saved tensors are the output, the
-gathered slope (df/dx) and, when the slopes are trained, the input. The slope gradient is scattered into the K-vector with bincount,
-which sums in a fixed order on the CPU, so CPU runs stay bitwise reproducible (on CUDA it uses
+gathered slope (df/dx) and, when the slopes are trained, the input (three N x V tensors where
+softmax keeps one). The slope gradient is scattered into the K-vector with bincount, which
+sums in a fixed order on the CPU, so CPU runs stay bitwise reproducible (on CUDA it uses
 atomics, as in the reference). No N x V x K tensor exists at any point.
 """
 

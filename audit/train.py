@@ -53,11 +53,10 @@ def model_config(settings: dict, vocab_size: int) -> ModelConfig:
 
     cfg = build(settings["head"], settings["options"], settings["model"])
     if "match" in settings:
-        from audit.params import solve_matched_size
+        from audit.params import count_params, solve_matched_size
 
         match = settings["match"]
-        target = count_parameters(LanguageModel(build(match["head"], match["options"], match["model"])))
-        cfg = solve_matched_size(target, cfg)
+        cfg = solve_matched_size(count_params(build(match["head"], match["options"], match["model"])), cfg)
     return cfg
 
 

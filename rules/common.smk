@@ -1,14 +1,27 @@
 # Validation of the study config and the helpers that name every file of the DAG.
-import json
+import os
 import sys
+
+import yaml
+from snakemake.utils import update_config
 
 from audit.config import check_study, run_settings, settings_json, stats_sections, write_yaml
 from audit.errors import AuditError
 
+CONFIG_FILES = [str(f) for f in workflow.overwrite_configfiles or []]
+if not CONFIG_FILES:  # the default study, with any --config key=value overrides on top
+    CONFIG_FILES = ["configs/default.yaml"]
+    _overrides = dict(config)
+    config.clear()
+    config.update(yaml.safe_load(open(os.path.join(workflow.basedir, CONFIG_FILES[0]))))
+    update_config(config, _overrides)
+
 try:  # one line naming the file and key, instead of a traceback
-    config.update(check_study(config, ", ".join(map(str, workflow.configfiles)) or "config"))
+    _checked = check_study(config, ", ".join(CONFIG_FILES))
 except AuditError as err:
     sys.exit(f"error: {err}")
+config.clear()
+config.update(_checked)
 
 STUDY = config["study"]
 RESULTS = f"results/{STUDY}"  # run artefacts (ignored by git)

@@ -11,6 +11,7 @@ rule evaluate:
         result=f"{RUN_DIR}/eval.json",
         spectrum=f"{RUN_DIR}/spectrum.npz",
         pairs=f"{RUN_DIR}/wordsim_pairs.csv",
+        topk=f"{RUN_DIR}/topk.csv",
     params:
         run_dir=RUN_DIR,
         wordsim_dir=f"{DATA}/wordsim",

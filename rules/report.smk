@@ -5,25 +5,29 @@
 # own provenance and runtimes.
 import os
 
-REPORT_TABLES = ["results", "ranks", "wordsim_rho", "wordsim_coverage", "warnings"]
+REPORT_TABLES = ["results", "ranks", "wordsim_rho", "wordsim_coverage", "warnings", "topk"]
 
 
 def report_figures():
     """Figures this study can draw: the wins heatmap needs two heads."""
     names = ["rank_decay", "rank_vs_ppl", "strip"]
+    if config["evaluate"]["jacobian"]["contexts"]:
+        names.append("jacobian")
     if len(config["heads"]) >= 2:
         names.append("wordsim_wins")
     return names
 
 
 def reproduce_command():
-    """The shell command that reruns this study (the config files as given to Snakemake)."""
-    files = [str(f) for f in workflow.configfiles]
-    if len(files) > 1 and files[0] == "configs/default.yaml":  # the Snakefile's own default
-        files = files[1:]
+    """The shell command that reruns this study: the config files given on the command line
+    (none for the default study, which rules/common.smk loads by itself)."""
+    files = []
+    for f in workflow.overwrite_configfiles or []:
+        path = os.path.abspath(str(f))
+        files.append(os.path.relpath(path) if path.startswith(os.getcwd() + os.sep) else path)
     mirror = "" if config["data"]["mirror"] else os.environ.get("AUDIT_DATA_MIRROR", "")
     prefix = f"AUDIT_DATA_MIRROR={mirror} " if mirror else ""
-    return prefix + "snakemake --cores all " + " ".join(f"--configfile {f}" for f in files)
+    return prefix + "snakemake --cores all" + "".join(f" --configfile {f}" for f in files)
 
 
 def data_files():
@@ -77,6 +81,36 @@ rule report_table_wordsim_coverage:
     shell:
         "python -m audit report table --name wordsim_coverage --run-dirs {params.run_dirs} "
         "--out {output} > {log} 2>&1"
+
+
+rule report_table_topk:
+    input:
+        topk=[f"{d}/topk.csv" for d in run_dirs()],
+    output:
+        report(f"{REPORTS}/tables/topk.csv", caption="../report/table_topk.rst",
+               category="Tables", labels={"table": "topk"}),
+    params:
+        run_dirs=run_dirs(),
+    log:
+        f"logs/{STUDY}/report/table_topk.log",
+    shell:
+        "python -m audit report table --name topk --run-dirs {params.run_dirs} --out {output} > {log} 2>&1"
+
+
+rule report_figure_jacobian:
+    input:
+        spectra=[f"{d}/spectrum.npz" for d in run_dirs()],
+    output:
+        report(f"{REPORTS}/figures/jacobian.svg", caption="../report/figure_jacobian.rst",
+               category="Figures", labels={"figure": "jacobian"}),
+    params:
+        run_dirs=run_dirs(),
+        threshold=config["evaluate"]["jacobian"]["threshold"],
+    log:
+        f"logs/{STUDY}/report/figure_jacobian.log",
+    shell:
+        "python -m audit report figure --name jacobian --run-dirs {params.run_dirs} "
+        "--threshold {params.threshold} --out {output} > {log} 2>&1"
 
 
 rule report_table_warnings:

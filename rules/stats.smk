@@ -23,7 +23,8 @@ for _table in STATS_TABLES:
             pairs=f"{RESULTS}/wordsim_pairs.csv",
             config=f"{RESULTS}/stats_config.yaml",
         output:
-            f"{REPORTS}/tables/{_table}.csv",
+            report(f"{REPORTS}/tables/{_table}.csv", caption="../report/table_stats.rst",
+                   category="Statistics", labels={"table": _table}),
         params:
             table=_table,
         log:

@@ -21,7 +21,7 @@ def snakemake(workdir: Path, *args: str, mirror: Path) -> subprocess.CompletedPr
 
 
 def copy_workflow(dest: Path) -> Path:
-    for name in ("Snakefile", "rules", "configs", "profiles"):
+    for name in ("Snakefile", "rules", "configs", "profiles", "report"):
         source = REPO / name
         (shutil.copytree if source.is_dir() else shutil.copy)(source, dest / name)
     return dest

@@ -25,8 +25,8 @@ import numpy as np
 from audit.errors import AuditError
 from audit.stats.io import load_runs
 
-TABLES = ("results", "ranks", "wordsim_rho", "wordsim_coverage", "warnings")
-FIGURES = ("rank_decay", "rank_vs_ppl", "strip", "wordsim_wins")
+TABLES = ("results", "ranks", "wordsim_rho", "wordsim_coverage", "warnings", "topk")
+FIGURES = ("rank_decay", "rank_vs_ppl", "strip", "wordsim_wins", "jacobian")
 
 
 def _write(text: str, out: str) -> None:
@@ -68,6 +68,8 @@ def make_table(args) -> str:
 
     if args.name == "wordsim_coverage":
         return summary.coverage_table(args.run_dirs or []).to_csv(index=False)
+    if args.name == "topk":
+        return summary.topk_table(args.run_dirs or []).to_csv(index=False)
     runs = load_runs(args.runs)
     if args.name == "results":
         table = summary.results_table(runs)
@@ -91,6 +93,8 @@ def make_figure(args) -> str:
         return figures.rank_decay(spectra(args.run_dirs or []))
     if args.name == "wordsim_wins":
         return figures.wins_heatmap(_optional_csv(args.wins))
+    if args.name == "jacobian":
+        return figures.jacobian_spectra(spectra(args.run_dirs or [], "jacobian_mean_normalised_sv"), args.threshold)
     runs = load_runs(args.runs)
     if args.name == "strip":
         return figures.seed_strip(runs, args.metric or "test_ppl")
@@ -107,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     figure.add_argument("--metric", help="y column (strip, rank_vs_ppl); default test_ppl")
     figure.add_argument("--x", default="press_rank", help="x column of rank_vs_ppl")
     figure.add_argument("--wins", help="wordsim_wins.csv")
+    figure.add_argument("--threshold", type=float, help="degeneracy threshold drawn on the jacobian figure")
     for p in (table, figure):
         p.add_argument("--runs", help="runs table CSV")
         p.add_argument("--run-dirs", nargs="*", help="run folders <corpus>/<head>/<seed>")
@@ -135,7 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     """Run one sub-verb; returns the exit status (bad input raises AuditError)."""
     args = build_parser().parse_args(argv)
-    if args.verb in ("table", "figure") and args.name not in ("wordsim_coverage", "rank_decay", "wordsim_wins") \
+    if args.verb in ("table", "figure") and args.name not in ("wordsim_coverage", "topk", "rank_decay", "wordsim_wins", "jacobian") \
             and not args.runs:
         raise AuditError(f"report {args.verb} --name {args.name} needs --runs")
     if args.verb == "table":

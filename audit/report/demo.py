@@ -3,15 +3,14 @@
 ``fabricate_study`` writes what the pipeline would have written up to the runs table (run folders
 with ``metrics.json``, ``eval.json``, ``spectrum.npz``; ``runs.csv``; the resolved and the
 statistics config; a data file), drawn from a seeded Generator; ``build_report`` then runs the
-real ``python -m audit stats`` and ``python -m audit report`` commands on it, in order. Nothing
+real ``python -m audit stats`` and ``python -m audit report`` commands on it, in order (in
+process, through ``audit.__main__.main``). Nothing
 here is a result: it exists so the report can be checked in seconds without training.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -117,37 +116,40 @@ def fabricate_study(folder: Path, rng: np.random.Generator, heads: dict | None =
             "figures": reports / "figures", "data_dir": data_dir, "data_files": [data_file]}
 
 
-def _audit(*args: str, cwd: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "audit", *map(str, args)], cwd=cwd,
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"python -m audit {' '.join(map(str, args))} failed:\n{done.stderr}")
+def _audit(*args) -> None:
+    """``python -m audit ARGS`` in this process (same code path, without the import cost)."""
+    from audit.__main__ import main
+
+    code = main([str(a) for a in args])
+    if code != 0:
+        raise RuntimeError(f"python -m audit {' '.join(map(str, args))} exited with {code}")
 
 
-def build_report(study: dict, cwd: Path) -> Path:
-    """Run the real statistics and report commands on a fabricated study; returns audit.html."""
+def build_report(study: dict, repo: Path) -> Path:
+    """Run the real statistics and report commands on a fabricated study (``repo``: the folder whose
+    git state the provenance records); returns the path of audit.html."""
     runs, tables, figures = study["runs"], study["tables"], study["figures"]
     dirs = [str(d) for d in study["run_dirs"]]
-    _audit("stats", "--runs", runs, "--config", study["stats_config"], "--out", tables, cwd=cwd)
+    _audit("stats", "--runs", runs, "--config", study["stats_config"], "--out", tables)
     for name in ("results", "ranks", "wordsim_rho"):
-        _audit("report", "table", "--name", name, "--runs", runs, "--out", tables / f"{name}.csv", cwd=cwd)
+        _audit("report", "table", "--name", name, "--runs", runs, "--out", tables / f"{name}.csv")
     _audit("report", "table", "--name", "wordsim_coverage", "--run-dirs", *dirs,
-           "--out", tables / "wordsim_coverage.csv", cwd=cwd)
+           "--out", tables / "wordsim_coverage.csv")
     _audit("report", "table", "--name", "warnings", "--runs", runs, "--config", study["stats_config"],
            "--comparisons", tables / "comparisons.csv", "--correlations", tables / "correlations.csv",
-           "--out", tables / "warnings.csv", cwd=cwd)
-    _audit("report", "figure", "--name", "rank_decay", "--run-dirs", *dirs, "--out", figures / "rank_decay.svg", cwd=cwd)
+           "--out", tables / "warnings.csv")
+    _audit("report", "figure", "--name", "rank_decay", "--run-dirs", *dirs, "--out", figures / "rank_decay.svg")
     _audit("report", "figure", "--name", "rank_vs_ppl", "--runs", runs, "--correlations",
-           tables / "correlations.csv", "--out", figures / "rank_vs_ppl.svg", cwd=cwd)
-    _audit("report", "figure", "--name", "strip", "--runs", runs, "--out", figures / "strip.svg", cwd=cwd)
+           tables / "correlations.csv", "--out", figures / "rank_vs_ppl.svg")
+    _audit("report", "figure", "--name", "strip", "--runs", runs, "--out", figures / "strip.svg")
     _audit("report", "figure", "--name", "wordsim_wins", "--wins", tables / "wordsim_wins.csv",
-           "--out", figures / "wordsim_wins.svg", cwd=cwd)
+           "--out", figures / "wordsim_wins.svg")
     provenance = study["reports"] / "provenance.json"
     _audit("report", "provenance", "--config", study["resolved"], "--run-dirs", *dirs, "--data-dir",
            study["data_dir"], "--data-files", *map(str, study["data_files"]), "--command",
-           "snakemake --cores all --configfile configs/demo.yaml", "--repo", cwd, "--out", provenance, cwd=cwd)
+           "snakemake --cores all --configfile configs/demo.yaml", "--repo", repo, "--out", provenance)
     out = study["reports"] / "audit.html"
     _audit("report", "html", "--runs", runs, "--config", study["resolved"], "--tables",
            *sorted(map(str, tables.glob("*.csv"))), "--figures", *sorted(map(str, figures.glob("*.svg"))),
-           "--provenance", provenance, "--out", out, cwd=cwd)
+           "--provenance", provenance, "--out", out)
     return out

@@ -247,3 +247,35 @@ def wins_heatmap(wins: pd.DataFrame) -> str:
             ax.set_title(f"{corpus}: benchmarks (of {total}) where i beats j")
             fig.colorbar(image, ax=ax, shrink=0.8)
         return to_svg(fig)
+
+
+def jacobian_spectra(curves: dict[tuple[str, str], list[np.ndarray]], threshold: float | None = None) -> str:
+    """Mean normalised Jacobian singular values (d log p / d h) per head, one panel per corpus.
+
+    Args:
+        curves: (corpus, head) -> one array per run of the context-averaged singular values,
+            each normalised by its context's largest (descending).
+        threshold: the relative threshold below which values count as degenerate (drawn).
+    """
+    if not curves:
+        return empty_svg("no run recorded Jacobian spectra")
+    corpora = sorted({corpus for corpus, _ in curves})
+    colours = head_colours(head for _, head in curves)
+    with plt.rc_context(RC):
+        fig, axes = _panels(len(corpora))
+        for ax, corpus in zip(axes, corpora):
+            for (c, head), runs in sorted(curves.items()):
+                if c != corpus:
+                    continue
+                length = min(len(r) for r in runs)
+                mean = np.mean([r[:length] for r in runs], axis=0)
+                ax.plot(np.arange(1, length + 1), np.maximum(mean, 1e-12), color=colours[head],
+                        label=f"{head} (n={len(runs)})", linewidth=1.4)
+            if threshold:
+                ax.axhline(threshold, color="#555", linestyle="--", linewidth=0.8, label=f"threshold {threshold:g}")
+            ax.set_yscale("log")
+            ax.set_xlabel("index of singular value")
+            ax.set_ylabel("σ / σ_max (mean over contexts and seeds)")
+            ax.set_title(f"Jacobian spectra of the heads, {corpus}")
+            ax.legend(fontsize=7, frameon=False)
+        return to_svg(fig)

@@ -166,3 +166,36 @@ def coverage_table(run_dirs: list[Path]) -> pd.DataFrame:
                      "runs": len(values), "consistent": len(set(values)) == 1})
     return pd.DataFrame(rows, columns=["corpus", "benchmark", "pairs", "found", "coverage",
                                        "oov_pairs", "runs", "consistent"])
+
+
+def topk_table(run_dirs: list[Path]) -> pd.DataFrame:
+    """The top-k grid: one row per (corpus, position, head) from each run's ``topk.csv``.
+
+    Args:
+        run_dirs: run folders ``.../<corpus>/<head>/<seed>`` holding ``topk.csv`` (empty for
+            failed runs, which are skipped).
+
+    Returns:
+        [corpus, position, context, target, head, seeds, in_top_k, median_rank, top]: the
+        number of seeds recorded, how many of them have the target in their top k, the
+        median rank of the target, and the top-k words of the lowest seed.
+    """
+    frames = []
+    for run_dir in sorted(map(Path, run_dirs), key=lambda p: (p.parent.parent.name, p.parent.name,
+                                                              int(p.name) if p.name.isdigit() else 0)):
+        path = run_dir / "topk.csv"
+        if not path.is_file():
+            raise AuditError(f"missing {path}: the run was not evaluated")
+        table = pd.read_csv(path, keep_default_na=False)
+        if len(table):
+            frames.append(table.assign(corpus=run_dir.parent.parent.name, head=run_dir.parent.name))
+    columns = ["corpus", "position", "context", "target", "head", "seeds", "in_top_k", "median_rank", "top"]
+    if not frames:
+        return pd.DataFrame(columns=columns)
+    table = pd.concat(frames, ignore_index=True)
+    table["in_top_k"] = table["in_top_k"].astype(str).str.lower() == "true"
+    grouped = table.groupby(["corpus", "position", "head"], sort=True)
+    out = grouped.agg(context=("context", "first"), target=("target", "first"), seeds=("in_top_k", "size"),
+                      in_top_k=("in_top_k", "sum"), median_rank=("target_rank", "median"),
+                      top=("top", "first")).reset_index()
+    return out[columns]

@@ -1,0 +1,57 @@
+"""Warnings: each kind is raised exactly when its condition holds."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from audit.report.checks import find_warnings
+
+CONFIG = {"comparisons": [{"family": "f", "baseline": "softmax", "against": ["mos"], "metrics": ["test_ppl"]}],
+          "stats": {"min_seeds": 5, "alpha": 0.05}}
+
+
+def _runs(skewed: np.ndarray) -> pd.DataFrame:
+    normalish = np.array([100.2, 99.6, 100.1, 99.9, 100.4, 99.8])
+    rows = [{"corpus": "ptb", "head": "softmax", "seed": str(i + 1), "status": "ok", "error": "",
+             "test_ppl": v, "epochs_run": 10, "best_epoch": 10 if i == 0 else 7} for i, v in enumerate(normalish)]
+    rows += [{"corpus": "ptb", "head": "mos", "seed": str(i + 1), "status": "ok", "error": "",
+              "test_ppl": v, "epochs_run": 10, "best_epoch": 6} for i, v in enumerate(skewed)]
+    rows.append({"corpus": "ptb", "head": "mos", "seed": "99", "status": "failed",
+                 "error": "FloatingPointError: nan loss", "test_ppl": np.nan, "epochs_run": 2, "best_epoch": 1})
+    return pd.DataFrame(rows)
+
+
+def test_each_kind_of_warning():
+    skewed = np.array([95.0, 95.1, 95.05, 95.02, 99.0])  # one far outlier: Shapiro-Wilk rejects
+    assert stats.shapiro(skewed).pvalue < 0.05 and stats.shapiro(_runs(skewed)["test_ppl"][:6]).pvalue >= 0.05
+    table = find_warnings(_runs(skewed), CONFIG)
+    kinds = table.groupby("kind")["head"].apply(list).to_dict()
+    assert kinds["failed"] == ["mos"] and "diverged" in table[table["kind"] == "failed"]["detail"].iloc[0]
+    assert "too_few_seeds" not in kinds  # 5 ok seeds of mos = min_seeds
+    assert kinds["non_normal"] == ["mos"]
+    unconverged = table[table["kind"] == "unconverged"]
+    assert list(zip(unconverged["head"], unconverged["seed"])) == [("softmax", "1")]
+
+
+def test_too_few_seeds_and_no_shapiro_below_three():
+    skewed = np.array([95.0, 99.0])
+    table = find_warnings(_runs(skewed), CONFIG)
+    assert list(table[table["kind"] == "too_few_seeds"]["head"]) == ["mos"]
+    assert "non_normal" not in set(table["kind"])
+
+
+def test_exclusions_from_the_statistics_tables():
+    comparisons = pd.DataFrame([{"family": "f", "corpus": "ptb", "metric": "test_ppl", "head_a": "mos",
+                                 "head_b": "softmax", "n_missing_a": 2, "n_missing_b": 0,
+                                 "family_dropped": 1, "adj_method": "holm"}])
+    correlations = pd.DataFrame([{"name": "c", "corpus": "ptb", "x": "press_rank", "y": "test_ppl",
+                                  "level": "runs", "restriction": "test_ppl in [50, 60]",
+                                  "n_outside_window": 3, "n_excluded": 1}])
+    table = find_warnings(_runs(np.array([95.0, 95.5, 95.2, 95.1, 95.3])), CONFIG, comparisons, correlations)
+    details = " | ".join(table[table["kind"] == "excluded"]["detail"])
+    assert "2 ok run(s) without a value of test_ppl" in details
+    assert "1 comparison(s) with an undefined p-value dropped" in details
+    assert "3 run(s) outside the declared window" in details
+    assert "excluded from correlation" not in details  # n_excluded counts only on the unrestricted row

@@ -1,0 +1,79 @@
+"""Provenance: config hash, git states (none, no commit, clean, dirty), checksums, run times."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+from audit.report import provenance
+
+needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git not installed")
+
+
+def test_config_hash_ignores_key_order_but_not_values():
+    a = {"study": "s", "model": {"emb_size": 16, "n_layers": 2}}
+    b = {"model": {"n_layers": 2, "emb_size": 16}, "study": "s"}
+    assert provenance.config_hash(a) == provenance.config_hash(b)
+    assert provenance.config_hash(a) != provenance.config_hash({**a, "study": "t"})
+    expected = hashlib.sha256(json.dumps(a, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    assert provenance.config_hash(a) == expected
+
+
+def test_not_a_git_repository(tmp_path):
+    state = provenance.git_state(tmp_path)
+    assert state["commit"] is None and state["dirty"] is None
+    assert "not a git repository" in state["note"] or "git is not installed" in state["note"]
+
+
+@needs_git
+def test_git_no_commit_then_clean_then_dirty(tmp_path):
+    def git(*args):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path,
+                       check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "a.txt").write_text("1\n")
+    state = provenance.git_state(tmp_path)
+    assert state["commit"] is None and "no commit" in state["note"] and state["dirty"] is True
+    git("add", "a.txt")
+    git("commit", "-q", "-m", "one")
+    state = provenance.git_state(tmp_path)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True).stdout.strip()
+    assert state == {"commit": head, "dirty": False, "note": ""}
+    (tmp_path / "a.txt").write_text("2\n")
+    assert provenance.git_state(tmp_path)["dirty"] is True
+
+
+def test_data_checksums_against_pinned(tmp_path):
+    sources = tmp_path / "sources.yaml"
+    good, bad = tmp_path / "data" / "ptb" / "test.txt", tmp_path / "data" / "ptb" / "valid.txt"
+    good.parent.mkdir(parents=True)
+    good.write_text("a b c\n")
+    bad.write_text("x\n")
+    sources.write_text(yaml.safe_dump({"ptb": {
+        "test.txt": {"url": "u1", "sha256": hashlib.sha256(b"a b c\n").hexdigest()},
+        "valid.txt": {"url": "u2", "sha256": "0" * 64}}}))
+    rows = provenance.data_checksums([bad, good], tmp_path / "data", sources)
+    assert [(r["dataset"], r["file"], r["match"]) for r in rows] == [("ptb", "test.txt", True), ("ptb", "valid.txt", False)]
+    assert rows[1]["actual"] == hashlib.sha256(b"x\n").hexdigest()
+
+
+def test_collect_reads_run_times_and_config(tmp_path):
+    run = tmp_path / "runs" / "ptb" / "softmax" / "1"
+    run.mkdir(parents=True)
+    (run / "metrics.json").write_text(json.dumps({"corpus": "ptb", "head": "softmax", "seed": 1, "status": "ok",
+                                                  "device": "cpu", "epochs_run": 3, "wall_seconds": 12.5}))
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"study": "s", "seeds": [1]}))
+    record = provenance.collect(config, [run], [], tmp_path, "snakemake --cores all", tmp_path)
+    assert record["runs"] == [{"corpus": "ptb", "head": "softmax", "seed": 1, "status": "ok", "device": "cpu",
+                               "epochs_run": 3, "wall_seconds": 12.5}]
+    assert record["config_sha256"] == provenance.config_hash({"study": "s", "seeds": [1]})
+    assert record["software"]["packages"]["numpy"] != "not installed"
+    assert record["hardware"]["cpu"] and record["command"] == "snakemake --cores all"
+    json.dumps(record)  # serialisable as written by the CLI
