@@ -13,9 +13,11 @@ include: "rules/data.smk"
 include: "rules/train.smk"
 include: "rules/evaluate.smk"
 include: "rules/stats.smk"
+include: "rules/synthetic.smk"
 include: "rules/report.smk"
 
 
 rule all:
     input:
         f"{REPORTS}/audit.html",
+        synthetic_targets(),

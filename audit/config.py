@@ -145,6 +145,6 @@ def stats_sections(config: dict) -> dict:
 
 def write_yaml(data: dict, path: str | Path) -> None:
     """Write ``data`` as YAML atomically."""
-    from audit.train import atomic_write_text
+    from audit.files import atomic_write_text
 
     atomic_write_text(yaml.safe_dump(data, sort_keys=False), Path(path))

@@ -24,7 +24,8 @@ from audit import jacobian, spectrum, topk, wordsim
 from audit.data.corpus import load as load_corpus
 from audit.errors import AuditError
 from audit.model import LanguageModel, ModelConfig
-from audit.train import atomic_write_text, perplexity, resolve_device
+from audit.files import atomic_write, atomic_write_text
+from audit.train import perplexity, resolve_device
 
 EPSILONS = (1e-3, 1e-4, 1e-5)  # epsilon-effective ranks reported
 
@@ -152,9 +153,11 @@ def evaluate_run(run_dir: str | os.PathLike, corpus_path: str, wordsim_dir: str,
         result["wordsim_found"] = {b: int(f) for b, f in zip(scores["benchmark"], scores["found"])}
         result["wordsim_pairs"] = {b: int(p) for b, p in zip(scores["benchmark"], scores["pairs"])}
     out.mkdir(parents=True, exist_ok=True)
-    tmp = out / ".spectrum.tmp.npz"
-    np.savez(tmp, **arrays)
-    os.replace(tmp, out / "spectrum.npz")
+    def write_arrays(tmp: str) -> None:
+        with open(tmp, "wb") as handle:  # a file object: np.savez would append .npz to a name
+            np.savez(handle, **arrays)
+
+    atomic_write(out / "spectrum.npz", write_arrays)
     atomic_write_text(pairs.to_csv(index=False), out / "wordsim_pairs.csv")
     atomic_write_text(top_table.to_csv(index=False), out / "topk.csv")
     atomic_write_text(json.dumps(result, indent=1, sort_keys=True), out / "eval.json")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from audit.errors import AuditError
-from audit.train import atomic_write_text
+from audit.files import atomic_write_text
 
 BASE_COLUMNS = [
     "study", "corpus", "head", "seed", "status", "error", "n_params", "wall_seconds",

@@ -324,7 +324,10 @@ def figure(table: pd.DataFrame, metric: str) -> str:
     colours = head_colours(ok["head"])
     alphas = sorted(ok["alpha"].unique())
     with plt.rc_context(RC):
-        fig, axes = plt.subplots(1, len(alphas), figsize=(4.2 * len(alphas), 3.6), squeeze=False, sharey=True)
+        # mode matching is a share, comparable across panels; KL and ranks differ by orders
+        # of magnitude between alphas, so those panels get their own y range
+        shared = metric == "mode_match"
+        fig, axes = plt.subplots(1, len(alphas), figsize=(4.2 * len(alphas), 3.6), squeeze=False, sharey=shared)
         for ax, alpha in zip(axes[0], alphas):
             part = ok[ok["alpha"] == alpha]
             for head in sorted(part["head"].unique()):
@@ -341,14 +344,15 @@ def figure(table: pd.DataFrame, metric: str) -> str:
             ax.minorticks_off()
             ax.set_xlabel("embedding size d")
             ax.set_title(f"alpha = {alpha_label(alpha)}")
-        axes[0][0].set_ylabel(FIGURE_METRICS[metric])
+            if ax is axes[0][0] or not shared:
+                ax.set_ylabel(FIGURE_METRICS[metric])
         axes[0][-1].legend(fontsize=7.5, frameon=False, loc="best")
         return to_svg(fig)
 
 
 # ----- command line ------------------------------------------------------------------------
 def main(argv: list[str]) -> int:
-    from audit.train import atomic_write_text
+    from audit.files import atomic_write_text
 
     parser = argparse.ArgumentParser(prog="python -m audit synthetic", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)

@@ -15,7 +15,6 @@ import argparse
 import json
 import math
 import os
-import tempfile
 import time
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from torch.optim.swa_utils import AveragedModel
 
 from audit.data.corpus import load as load_corpus
 from audit.errors import AuditError
+from audit.files import atomic_save, atomic_write_text
 from audit.model import LanguageModel, ModelConfig, count_parameters, detach_hidden
 
 
@@ -89,25 +89,6 @@ def evaluate_loss(model: torch.nn.Module, data: torch.Tensor, bptt: int) -> floa
         total += F.nll_loss(log_probs.reshape(-1, log_probs.size(-1)), targets.reshape(-1), reduction="sum").item()
         count += targets.numel()
     return total / count
-
-
-def atomic_save(obj, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(fd)
-    try:
-        torch.save(obj, tmp)
-        os.replace(tmp, path)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
-
-
-def atomic_write_text(text: str, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-    os.replace(tmp, path)
 
 
 class Trainer:

@@ -8,6 +8,10 @@ from snakemake.utils import update_config
 from audit.config import check_study, run_settings, settings_json, stats_sections, write_yaml
 from audit.errors import AuditError
 
+# Rules call `python -m audit ...`: make `python` the interpreter running Snakemake (e.g. the one
+# in .venv when started as .venv/bin/snakemake), not whichever python comes first on PATH.
+os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+
 CONFIG_FILES = [str(f) for f in workflow.overwrite_configfiles or []]
 if not CONFIG_FILES:  # the default study, with any --config key=value overrides on top
     CONFIG_FILES = ["configs/default.yaml"]

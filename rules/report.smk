@@ -199,18 +199,33 @@ rule report_provenance:
         "--data-dir {DATA} --data-files {input.data} --command {params.command:q} --out {output} > {log} 2>&1"
 
 
+def report_tables():
+    """Tables the page assembles: those of the language-model runs (if any) and the synthetic study."""
+    names = STATS_TABLES + REPORT_TABLES if all_runs() else []
+    tables = [f"{REPORTS}/tables/{name}.csv" for name in names]
+    return tables + [t for t in synthetic_targets() if t.endswith("_summary.csv")]
+
+
+def report_figure_files():
+    names = report_figures() if all_runs() else []
+    figures = [f"{REPORTS}/figures/{name}.svg" for name in names]
+    return figures + [t for t in synthetic_targets() if t.endswith(".svg")]
+
+
 rule report:
     input:
-        runs=f"{REPORTS}/runs.csv",
+        runs=[f"{REPORTS}/runs.csv"] if all_runs() else [],
         config=f"{RESULTS}/config.resolved.yaml",
-        tables=expand(f"{REPORTS}/tables/{{table}}.csv", table=STATS_TABLES + REPORT_TABLES),
-        figures=expand(f"{REPORTS}/figures/{{figure}}.svg", figure=report_figures()),
+        tables=report_tables(),
+        figures=report_figure_files(),
         provenance=f"{REPORTS}/provenance.json",
     output:
         report(f"{REPORTS}/audit.html", caption="../report/audit.rst", category="Audit",
                labels={"file": "audit.html"}),
+    params:
+        runs=f"--runs {REPORTS}/runs.csv" if all_runs() else "",
     log:
         f"logs/{STUDY}/report.log",
     shell:
-        "python -m audit report html --runs {input.runs} --config {input.config} --tables {input.tables} "
+        "python -m audit report html {params.runs} --config {input.config} --tables {input.tables} "
         "--figures {input.figures} --provenance {input.provenance} --out {output} > {log} 2>&1"

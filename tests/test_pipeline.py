@@ -4,6 +4,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -16,7 +17,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 def snakemake(workdir: Path, *args: str, mirror: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "AUDIT_DATA_MIRROR": str(mirror)}
-    return subprocess.run(["snakemake", "--cores", "2", *args], cwd=workdir, env=env,
+    return subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", *args], cwd=workdir, env=env,
                           capture_output=True, text=True, timeout=1800)
 
 

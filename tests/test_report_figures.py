@@ -80,3 +80,11 @@ def test_no_data_gives_an_empty_marked_figure():
                 figures.wins_heatmap(pd.DataFrame()), figures.rank_vs_metric(runs.drop(columns="press_rank"), None)):
         assert figures.EMPTY_MARK in svg and svg.lstrip().startswith("<?xml")
     assert figures.EMPTY_MARK not in figures.seed_strip(runs)
+
+
+def test_jacobian_figure_draws_one_line_per_head_and_the_threshold():
+    curves = {("ptb", "softmax"): [np.array([1.0, 0.5, 1e-5]), np.array([1.0, 0.3, 1e-6])],
+              ("ptb", "mos"): [np.array([1.0, 0.9, 0.2])]}
+    svg = figures.jacobian_spectra(curves, threshold=1e-3)
+    assert "softmax (n=2)" in svg and "mos (n=1)" in svg and "threshold 0.001" in svg
+    assert figures.EMPTY_MARK in figures.jacobian_spectra({})

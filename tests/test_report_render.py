@@ -71,7 +71,8 @@ def test_evidence_anchor_matches_the_row_ids():
 
 
 def test_formats():
-    assert render.fmt_p(0.0004) == "< 0.001" and render.fmt_p(0.0123) == "0.012" and render.fmt_p(np.nan) == "–"
+    assert render.fmt_p(0.0004) == "4.00e-04" and render.fmt_p(2.02e-15) == "2.02e-15"
+    assert render.fmt_p(0.0123) == "0.0123" and render.fmt_p(0.5) == "0.5" and render.fmt_p(np.nan) == "–"
     assert render.fmt(1234.5678) == "1,234.57" and render.fmt(None) == "–" and render.fmt(7, 0) == "7"
     assert render.fmt_ci(1.0, 2.0, 1) == "[1.0, 2.0]" and render.fmt_ci(np.nan, 2) == ""
     assert render.rank_label("f_logits_erank_1e-4") == "f(logits) ε = 1e-4" and render.rank_label("press_rank") == "Press"

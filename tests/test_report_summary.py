@@ -73,3 +73,21 @@ def test_coverage_table_from_eval_json(tmp_path):
     row = table.iloc[0]
     assert (row["corpus"], row["pairs"], row["found"], row["oov_pairs"], row["runs"]) == ("ptb", 65, 50, 15, 2)
     assert row["coverage"] == pytest.approx(50 / 65) and bool(row["consistent"])
+
+
+def test_topk_table_counts_seeds_and_skips_failed_runs(tmp_path):
+    columns = "position,context,target,target_rank,in_top_k,top\n"
+    rows = {("softmax", 1): "3,the cat,sat,2,True,on sat the a in\n7,a dog,ran,9,False,the a in on of\n",
+            ("softmax", 2): "3,the cat,sat,7,False,on the a in of\n7,a dog,ran,1,True,ran the a in on\n",
+            ("mos", 1): ""}  # a failed run writes only the header
+    dirs = []
+    for (head, seed), body in rows.items():
+        run_dir = tmp_path / "ptb" / head / str(seed)
+        run_dir.mkdir(parents=True)
+        (run_dir / "topk.csv").write_text(columns + body)
+        dirs.append(run_dir)
+    table = summary.topk_table(dirs)
+    assert list(table["head"]) == ["softmax", "softmax"] and list(table["position"]) == [3, 7]
+    first = table.iloc[0]
+    assert (first["seeds"], first["in_top_k"], first["median_rank"]) == (2, 1, 4.5)
+    assert first["top"] == "on sat the a in" and first["context"] == "the cat" and first["target"] == "sat"

@@ -6,6 +6,7 @@ scipy.stats.entropy for KL and entropy, scipy.stats.beta for the Dirichlet margi
 
 import json
 import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -187,7 +188,7 @@ def test_rules_define_jobs_only_with_a_synthetic_section(tmp_path):
     with_section = {k: config[k] for k in ("study", "seeds", "heads", "synthetic")}
     (tmp_path / "with.yaml").write_text(json.dumps(with_section))
     (tmp_path / "without.yaml").write_text(json.dumps({"study": "tiny", "seeds": [1], "heads": [{"name": "softmax"}]}))
-    run = lambda cfg: subprocess.run(["snakemake", "-n", "--cores", "1", "--configfile", cfg], cwd=tmp_path,
+    run = lambda cfg: subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--configfile", cfg], cwd=tmp_path,
                                      capture_output=True, text=True, timeout=120)
     proc = run("with.yaml")
     assert proc.returncode == 0, proc.stderr

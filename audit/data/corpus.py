@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import tempfile
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ from pathlib import Path
 import torch
 
 from audit.errors import AuditError
+from audit.files import atomic_save
 
 EOS = "<eos>"
 SPLITS = ("train", "valid", "test")
@@ -80,16 +80,8 @@ def prepare(folder: str | os.PathLike) -> Corpus:
 
 
 def save(corpus: Corpus, path: str | os.PathLike) -> None:
-    """Write atomically: a temporary file in the same folder, then rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(fd)
-    try:
-        torch.save({"vocab": corpus.vocab, **{s: corpus.split(s) for s in SPLITS}}, tmp)
-        os.replace(tmp, path)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
+    """Write the id tensors and vocabulary atomically."""
+    atomic_save({"vocab": corpus.vocab, **{s: corpus.split(s) for s in SPLITS}}, path)
 
 
 def load(path: str | os.PathLike) -> Corpus:

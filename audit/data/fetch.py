@@ -9,7 +9,6 @@ failure never leaves a partial or unverified file behind.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import tempfile
 import urllib.request
@@ -20,6 +19,7 @@ from pathlib import Path
 import yaml
 
 from audit.errors import AuditError
+from audit.files import sha256_of
 
 MIRROR_ENV = "AUDIT_DATA_MIRROR"  # environment variable naming an offline mirror folder
 
@@ -45,14 +45,6 @@ def resolve_mirror(mirror: str | os.PathLike | None) -> Path | None:
     """The mirror to use: an explicit setting first, else ``$AUDIT_DATA_MIRROR``, else none."""
     chosen = mirror if mirror else os.environ.get(MIRROR_ENV)
     return Path(chosen) if chosen else None
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _copy_from(origin: str, tmp: Path) -> None:

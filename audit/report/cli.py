@@ -30,7 +30,7 @@ FIGURES = ("rank_decay", "rank_vs_ppl", "strip", "wordsim_wins", "jacobian")
 
 
 def _write(text: str, out: str) -> None:
-    from audit.train import atomic_write_text
+    from audit.files import atomic_write_text
 
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -128,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     prov.add_argument("--repo", default=".", help="working tree whose git state is recorded")
     prov.add_argument("--out", required=True)
     html = sub.add_parser("html", help="the audit page")
-    html.add_argument("--runs", required=True)
+    html.add_argument("--runs", help="runs table CSV (absent for a study without language-model runs)")
     html.add_argument("--config", required=True, help="resolved study config YAML")
     html.add_argument("--tables", nargs="*", default=[], help="CSV tables (named by file stem)")
     html.add_argument("--figures", nargs="*", default=[], help="SVG figures (named by file stem)")

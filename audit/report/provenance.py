@@ -19,6 +19,8 @@ from pathlib import Path
 
 import yaml
 
+from audit.files import sha256_of
+
 PACKAGES = ["bottleneck-audit", "torch", "numpy", "scipy", "pandas", "statsmodels", "matplotlib",
             "jinja2", "snakemake", "pyyaml", "jsonschema"]
 SOURCES = Path(__file__).resolve().parent.parent / "data" / "sources.yaml"
@@ -28,14 +30,6 @@ def config_hash(config: dict) -> str:
     """SHA-256 of the config as canonical JSON (sorted keys), so key order does not matter."""
     text = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _git(args: list[str], cwd: Path) -> tuple[int, str]:
@@ -127,7 +121,7 @@ def data_checksums(data_files: list[Path], data_dir: Path, sources: Path = SOURC
         rel = path.relative_to(data_dir) if path.is_relative_to(data_dir) else path
         dataset, name = (rel.parts[0], "/".join(rel.parts[1:])) if len(rel.parts) > 1 else ("", rel.name)
         source = (pinned.get(dataset) or {}).get(name) or {}
-        actual = sha256_file(path)
+        actual = sha256_of(path)
         rows.append({"dataset": dataset, "file": name, "url": source.get("url", ""),
                      "pinned": source.get("sha256", ""), "actual": actual,
                      "match": actual == source.get("sha256")})

@@ -26,7 +26,8 @@ from audit.report.figures import EMPTY_MARK
 SECTION_TITLES = [  # anchor -> table-of-contents entry, in page order
     ("verdicts", "Verdicts"), ("results", "Results per corpus"), ("comparisons", "Comparisons"),
     ("ranks", "Ranks"), ("spread", "Per-seed spread"), ("wordsim", "Word similarity"),
-    ("qualitative", "Top-k contexts and Jacobian spectra"), ("provenance", "Provenance"),
+    ("qualitative", "Top-k contexts and Jacobian spectra"), ("synthetic", "Dirichlet synthetic study"),
+    ("provenance", "Provenance"),
     ("warnings", "Warnings"),
 ]
 WARNING_TITLES = {
@@ -69,10 +70,12 @@ def fmt_sig(value, sig: int = 3) -> str:
 
 
 def fmt_p(value) -> str:
-    """A p-value: three significant digits, '< 0.001' below that."""
+    """A p-value to three significant digits; scientific notation below 0.001, so that the
+    papers' tiny p-values (e.g. 2.02e-15) can be read off and compared."""
     if not finite(value):
         return "–"
-    return "< 0.001" if float(value) < 1e-3 else f"{float(value):.3f}"
+    value = float(value)
+    return f"{value:.2e}" if value < 1e-3 else f"{value:.3g}"
 
 
 def fmt_ci(low, high, digits: int = 2) -> str:
@@ -206,7 +209,7 @@ def render(runs_path: str, config_path: str, table_paths: list[str], figure_path
     """The audit page as one HTML string.
 
     Args:
-        runs_path: the runs table CSV.
+        runs_path: the runs table CSV, or None for a study without language-model runs.
         config_path: the resolved study config YAML.
         table_paths: CSV tables, named by file stem (comparisons, claims, results, ranks, ...).
         figure_paths: SVG figures, named by file stem (strip, rank_decay, ...).
@@ -215,8 +218,8 @@ def render(runs_path: str, config_path: str, table_paths: list[str], figure_path
     Returns:
         The HTML document.
     """
-    runs = pd.read_csv(runs_path)
-    if runs.empty:
+    runs = pd.read_csv(runs_path) if runs_path else pd.DataFrame(columns=["status"])  # synthetic-only study
+    if runs_path and runs.empty:
         raise AuditError(f"{runs_path}: the runs table has no rows")
     config = yaml.safe_load(Path(config_path).read_text()) or {}
     tables = read_tables(table_paths)
@@ -234,6 +237,7 @@ def render(runs_path: str, config_path: str, table_paths: list[str], figure_path
         "spread": "strip" in figures,
         "wordsim": bool({"wordsim_rho", "wordsim_coverage", "wordsim_diffs"} & set(tables) or "wordsim_wins" in figures),
         "qualitative": bool("topk" in tables or "jacobian" in figures),
+        "synthetic": "synthetic_summary" in tables,
         "provenance": provenance is not None, "warnings": bool(warnings),
     }
     context = {
@@ -247,6 +251,7 @@ def render(runs_path: str, config_path: str, table_paths: list[str], figure_path
         "rho_heads": sorted(rho["head"].astype(str).unique()) if rho is not None else [],
         "wordsim_rows": wordsim_rows(rho, tables.get("wordsim_coverage")),
         "wordsim_diffs": records(tables.get("wordsim_diffs")), "topk": records(tables.get("topk")),
+        "synthetic": records(tables.get("synthetic_summary")),
         "figures": figures, "provenance": provenance,
         "config_yaml": yaml.safe_dump(provenance["config"] if provenance else config, sort_keys=False),
         "warnings": group_warnings(warnings), "warning_titles": WARNING_TITLES, "n_warnings": len(warnings),

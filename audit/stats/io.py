@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import pandas as pd
 import yaml
 
 from audit.errors import AuditError
+from audit.files import atomic_write_text
 
 STATUSES = ("ok", "failed")
 PAIR_COLUMNS = ("corpus", "head", "seed", "benchmark", "word1", "word2", "gold", "cosine")
@@ -209,17 +209,7 @@ def load_pairs(path: str | os.PathLike) -> pd.DataFrame:
 
 def write_table(df: pd.DataFrame, path: str | os.PathLike) -> None:
     """Write ``df`` as CSV atomically: a temporary file in the same directory, then replace."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            df.to_csv(fh, index=False, float_format="%.10g")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    atomic_write_text(df.to_csv(index=False, float_format="%.10g"), path)
 
 
 def note(message: str) -> None:
