@@ -63,6 +63,11 @@ def _check_semantics(config: dict, schema: dict, source: str) -> None:
         if entry["head"] not in HEADS:
             raise AuditError(f"{source}: config key heads[{i}].head: unknown head {entry['head']!r}; "
                              f"known heads: {', '.join(sorted(HEADS))}")
+        unknown = sorted(set(entry["options"]) - set(HEADS[entry["head"]].defaults))
+        if unknown:
+            known = ", ".join(sorted(HEADS[entry["head"]].defaults)) or "none"
+            raise AuditError(f"{source}: config key heads[{i}].options.{unknown[0]}: unknown option of head "
+                             f"{entry['head']!r}; known options: {known}")
         for section in ("model", "train"):
             allowed = schema["properties"][section]["properties"]
             for key in entry.get(section, {}):

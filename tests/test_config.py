@@ -29,6 +29,7 @@ def test_defaults_are_filled_from_the_schema():
     (minimal(heads=[{"name": "a", "head": "softmax_matched", "options": {"match": "mos"}}]),
      "heads[0].options.match: must name another head"),
     (minimal(heads=[{"name": "softmax", "train": {"epoks": 3}}]), "heads[0].train.epoks: unknown train setting"),
+    (minimal(heads=[{"name": "mos", "options": {"expert": 3}}]), "heads[0].options.expert: unknown option of head 'mos'"),
 ])
 def test_bad_configs_give_one_line_naming_the_key(config, key):
     with pytest.raises(AuditError) as err:
