@@ -17,7 +17,8 @@ if not CONFIG_FILES:  # the default study, with any --config key=value overrides
     CONFIG_FILES = ["configs/default.yaml"]
     _overrides = dict(config)
     config.clear()
-    config.update(yaml.safe_load(open(os.path.join(workflow.basedir, CONFIG_FILES[0]))))
+    with open(os.path.join(workflow.basedir, CONFIG_FILES[0])) as _handle:
+        config.update(yaml.safe_load(_handle))
     update_config(config, _overrides)
 
 try:  # one line naming the file and key, instead of a traceback

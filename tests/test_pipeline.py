@@ -37,7 +37,10 @@ def smoke(tmp_path_factory, mirror):
 
 
 def job_counts(output: str) -> dict[str, int]:
-    """Snakemake's 'Job stats' table as {rule: count}."""
+    """Snakemake's 'Job stats' table as {rule: count}; empty when there is nothing to do."""
+    if "Job stats:" not in output:
+        assert "Nothing to be done" in output, output[-2000:]
+        return {}
     block = output.split("Job stats:")[1].split("\n\n")[0]
     return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", block, re.M)}
 
@@ -70,7 +73,8 @@ def test_report_contains_the_p_values(smoke):
     for column in ("welch_p", "student_p"):
         assert 0 <= row[column] <= 1
         assert fmt_p(float(row[column])) in html
-    assert "Study configuration" in html and "http://" not in html.replace("http://www.w3.org", "")
+    assert "Provenance" in html
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)  # nothing fetched from the network
 
 
 @pytest.mark.slow
