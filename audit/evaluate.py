@@ -147,8 +147,7 @@ def evaluate_run(run_dir: str | os.PathLike, corpus_path: str, wordsim_dir: str,
             arrays["jacobian_mean_normalised_sv"] = jac.mean_normalised_sv
             result["jacobian_fraction_below"] = jac.fraction_below
         vectors = model.encoder.weight.detach().cpu().numpy()
-        pairs = wordsim.pair_similarities(vectors, vocab, wordsim_dir)
-        scores = wordsim.evaluate(vectors, vocab, wordsim_dir)
+        pairs, scores = wordsim.pairs_and_scores(vectors, vocab, wordsim_dir)
         result["wordsim"] = dict(zip(scores["benchmark"], scores["spearman"]))
         result["wordsim_found"] = {b: int(f) for b, f in zip(scores["benchmark"], scores["found"])}
         result["wordsim_pairs"] = {b: int(p) for b, p in zip(scores["benchmark"], scores["pairs"])}

@@ -176,10 +176,20 @@ def evaluate(vectors, vocab, benchmark_dir) -> pd.DataFrame:
         pairs = distinct pairs in the file, found = pairs with both words in vocab, spearman =
         rho over the found pairs (average ranks for ties; NaN when found < 3).
     """
+    return pairs_and_scores(vectors, vocab, benchmark_dir)[1]
+
+
+def pairs_and_scores(vectors, vocab, benchmark_dir) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``pair_similarities`` and ``evaluate`` from one reading of the benchmark files.
+
+    Returns:
+        (pairs, scores): DataFrame[benchmark, word1, word2, gold, cosine] and
+        DataFrame[benchmark, pairs, found, spearman], as the two functions return them.
+    """
     matrix = _as_matrix(vectors)
     table, counts = _score(matrix, _as_index(vocab, matrix.shape[0]), load_benchmarks(benchmark_dir))
     groups = {name: frame for name, frame in table.groupby("benchmark", sort=False)}
     counts["spearman"] = [
         _spearman(groups[name]["gold"].to_numpy(), groups[name]["cosine"].to_numpy())
         if name in groups else float("nan") for name in counts["benchmark"]]
-    return counts
+    return table, counts

@@ -8,6 +8,7 @@ so it shares no code with the module under test.
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import scipy.spatial.distance
 import scipy.stats
@@ -167,3 +168,14 @@ def test_mirror_ptb_vocabulary_misses_match_paper():
     assert len(table) == 13
     missing = dict(zip(table["benchmark"], table["pairs"] - table["found"]))
     assert missing == PTB_MISSING
+
+
+def test_pairs_and_scores_equal_the_two_functions(mirror):
+    from audit import wordsim as ws
+
+    rng = np.random.default_rng(7)
+    vocab = ["money", "cash", "king", "queen", "car", "automobile", "tiger", "cat", "bank"]
+    vectors = rng.standard_normal((len(vocab), 5))
+    pairs, scores = ws.pairs_and_scores(vectors, vocab, mirror / "wordsim")
+    pd.testing.assert_frame_equal(pairs, ws.pair_similarities(vectors, vocab, mirror / "wordsim"))
+    pd.testing.assert_frame_equal(scores, ws.evaluate(vectors, vocab, mirror / "wordsim"))
