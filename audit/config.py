@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import itertools
 import json
 from pathlib import Path
 
@@ -47,8 +48,54 @@ def check_study(config: dict, source: str = "config") -> dict:
 
     config = copy.deepcopy(config)
     validate(config, str(SCHEMA_PATH), set_default=True)
+    config["heads"] = expand_grids(config["heads"], source)
     _check_semantics(config, schema, source)
     return config
+
+
+def grid_value_label(value) -> str:
+    """A swept (numeric) value as it appears in an arm name: 2.0 -> "2", -1.5 -> "-1.5"."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return format(value, "g") if isinstance(value, float) else str(value)
+
+
+def expand_grids(entries: list[dict], source: str = "config") -> list[dict]:
+    """Replace every head entry with a ``grid`` by one arm per point of the grid's product.
+
+    The arm of point {c: -1.5, k: 2.5} of entry ``gss`` is named ``gss_c-1.5_k2.5``, has those
+    values merged into its options and records ``grid_point`` and ``arm_group`` (the entry's
+    name), which the runs table turns into ``grid_<key>`` and ``arm_group`` columns. Points are
+    ordered as the product of the lists in the order written. Entries without a grid (and arms
+    of an already expanded grid) are kept as they are, so expansion is idempotent.
+
+    Raises:
+        AuditError: a grid key that is not an option of the head.
+    """
+    from audit.heads import HEADS
+
+    out = []
+    for i, entry in enumerate(entries):
+        grid = entry.get("grid")
+        if not grid:
+            out.append(entry)
+            continue
+        head = entry.get("head", entry["name"])
+        known = HEADS[head].defaults if head in HEADS else None
+        for key in grid:
+            if known is not None and key not in known:
+                raise AuditError(f"{source}: config key heads[{i}].grid.{key}: not an option of head {head!r}; "
+                                 f"known options: {', '.join(sorted(known)) or 'none'}")
+        keys = list(grid)
+        for values in itertools.product(*(grid[k] for k in keys)):
+            point = dict(zip(keys, values))
+            arm = copy.deepcopy({k: v for k, v in entry.items() if k != "grid"})
+            arm["head"] = head
+            arm["name"] = entry["name"] + "".join(f"_{k}{grid_value_label(v)}" for k, v in point.items())
+            arm["options"] = {**entry.get("options", {}), **point}
+            arm["grid_point"], arm["arm_group"] = point, entry["name"]
+            out.append(arm)
+    return out
 
 
 def _check_semantics(config: dict, schema: dict, source: str) -> None:
@@ -115,6 +162,8 @@ def run_settings(config: dict, corpus: str, name: str, seed: int) -> dict:
         "max_tokens": config["data"]["max_tokens"],
         "evaluate": config["evaluate"],
     }
+    if "grid_point" in entry:  # only grid arms carry these, so other runs' settings stay as they were
+        settings["grid_point"], settings["arm_group"] = entry["grid_point"], entry["arm_group"]
     if match:  # the capacity-matched softmax is solved against the named arm's model
         target = head_entry(config, match)
         settings["match"] = {"head": target["head"], "options": target["options"],

@@ -2,8 +2,8 @@
 
 Embedding (d) -> LSTM layers d -> H -> ... -> H -> d' -> head, the head's decoder tied to the
 embedding. Regularisers of Merity et al. (2018): embedding dropout, locked (variational) dropout
-on inputs, between layers and on the output, and DropConnect on each layer's hidden-to-hidden
-weights. DropConnect is applied through ``torch.func.functional_call`` with the dropped matrix
+on inputs, between layers and on the output, DropConnect on each layer's hidden-to-hidden
+weights, and (for the fair-capacity comparison) Gaussian noise on the input embeddings. DropConnect is applied through ``torch.func.functional_call`` with the dropped matrix
 passed in for the call, so the module's parameters are never reassigned: the old
 ``flatten_parameters`` trick of the reference code breaks on current PyTorch.
 """
@@ -32,6 +32,7 @@ class ModelConfig:
     dropouth: float = 0.3        # locked dropout between LSTM layers
     dropout: float = 0.4         # locked dropout on the last layer's output
     wdrop: float = 0.5           # DropConnect on hidden-to-hidden weights
+    emb_noise: float = 0.0       # sigma of Gaussian noise on the dropped input embeddings (LK --noisy_emb)
     decoder_bias: bool = True    # the bias adds one to the softmax log-P rank (d + 2)
     head: str = "softmax"        # registry name in audit.heads.HEADS
     head_options: dict = field(default_factory=dict)  # head-specific options
@@ -101,6 +102,10 @@ class LanguageModel(nn.Module):
             dropout, both (T, B, d'), and the new hidden state.
         """
         x = embedding_dropout(self.encoder, words, self.cfg.dropoute, self.training)
+        if self.training and self.cfg.emb_noise > 0:
+            # The fair comparison's extra regulariser: N(0, 1) * sigma added to each looked-up
+            # (already dropped) input embedding, a fresh draw per token position and step.
+            x = x + torch.randn_like(x) * self.cfg.emb_noise
         x = locked_dropout(x, self.cfg.dropouti, self.training)
         new_hidden = []
         for i, rnn in enumerate(self.rnns):

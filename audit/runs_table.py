@@ -39,6 +39,10 @@ def run_row(run_dir: Path) -> tuple[dict, pd.DataFrame]:
     result = json.loads(files["eval"].read_text())
     row = {key: metrics.get(key) for key in BASE_COLUMNS + EXTRA_COLUMNS if key in metrics}
     row.update({k: v for k, v in result.items() if k in BASE_COLUMNS + EXTRA_COLUMNS})
+    settings = metrics.get("settings", {})
+    row["arm_group"] = settings.get("arm_group", metrics["head"])
+    for key, value in settings.get("grid_point", {}).items():
+        row[f"grid_{key}"] = value
     for benchmark, rho in sorted(result.get("wordsim", {}).items()):
         row[f"wordsim_{benchmark}"] = rho
     pairs = pd.read_csv(run_dir / "wordsim_pairs.csv")
@@ -51,7 +55,9 @@ def collect(run_dirs: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The runs table (sorted by corpus, head, seed) and the concatenated pair table."""
     rows, pair_tables = zip(*(run_row(Path(d)) for d in run_dirs))
     runs = pd.DataFrame(list(rows))
-    extra = [c for c in EXTRA_COLUMNS if c in runs] + sorted(c for c in runs if c.startswith("wordsim_"))
+    grid = [c for c in runs if c.startswith("grid_")]  # in the order the grids name their keys
+    extra = [c for c in EXTRA_COLUMNS if c in runs] + ["arm_group"] + grid \
+        + sorted(c for c in runs if c.startswith("wordsim_"))
     runs = runs.reindex(columns=BASE_COLUMNS + extra)
     runs["error"] = runs["error"].fillna("")
     runs = runs.sort_values(["corpus", "head", "seed"], kind="stable").reset_index(drop=True)

@@ -25,9 +25,9 @@ from scipy.linalg import blas
 
 from audit.errors import AuditError
 
-# rows per float64 block handed to BLAS: bounds the temporary copy at ~128 MB whatever the caller's
+# rows per float64 block handed to BLAS: bounds the buffered rows at ~512 MB whatever the caller's
 # chunk size, while keeping the rank-k update k large enough to run at full matmul speed
-_BLOCK_BYTES = 1 << 27
+_BLOCK_BYTES = 1 << 29
 
 
 @dataclass
@@ -51,27 +51,68 @@ def _as_numpy(chunk) -> np.ndarray:
 
 
 class _CpuGram:
-    """Upper triangle of the float64 column Gram, updated in place with BLAS dsyrk."""
+    """Upper triangle of the float64 column Gram, as panel tiles updated in place by BLAS.
+
+    Rows are buffered (in float64, split into column panels) until ``rows_per_block`` of them
+    are there, then every upper tile (i <= j) gets X_i^T X_j: dsyrk on the diagonal tiles, dgemm
+    off it. Why tiles and not one dsyrk on the whole n x n matrix: (a) OpenBLAS's threaded dsyrk
+    crashes (SIGSEGV) for n above ~21,000 (measured here with scipy's OpenBLAS 0.3.30 at
+    n = 23,000 and 33,278; fine single-threaded and at n <= 20,000; cf. OpenBLAS issue #2821),
+    and WikiText-2 has n = 33,278; (b) only the upper tiles are stored, half the n x n matrix
+    until the eigensolve. Why buffer: a model streams small blocks (bptt x batch rows) and a
+    rank-k update with small k only moves memory.
+    """
+
+    PANEL = 8192  # columns per tile: BLAS calls stay far below the crashing size
 
     def __init__(self, n: int):
-        # Fortran order so that dsyrk and the LAPACK eigensolver work on it without a copy
-        self.gram = np.zeros((n, n), dtype=np.float64, order="F")
-        self.rows_per_block = max(1, _BLOCK_BYTES // (8 * n))
+        self.n = n
+        self.bounds = [(a, min(a + self.PANEL, n)) for a in range(0, n, self.PANEL)]
+        # F order so that BLAS updates each tile in place (f2py copies anything else)
+        self.tiles = {(i, j): np.zeros((bi[1] - bi[0], bj[1] - bj[0]), dtype=np.float64, order="F")
+                      for i, bi in enumerate(self.bounds) for j, bj in enumerate(self.bounds) if i <= j}
+        # ~512 MB of buffered rows at most, at least 256 rows (k of the rank-k updates)
+        self.rows_per_block = int(np.clip(_BLOCK_BYTES // (8 * n), 256, 4096))
+        self.panels = [np.empty((self.rows_per_block, b - a), dtype=np.float64) for a, b in self.bounds]
+        self.filled = 0
 
     def add(self, chunk) -> None:
         x = _as_numpy(chunk)
-        for start in range(0, x.shape[0], self.rows_per_block):
-            block = np.ascontiguousarray(x[start:start + self.rows_per_block], dtype=np.float64)
-            # block.T is an F-contiguous n x k view; dsyrk(trans=0) adds (block.T)(block.T)^T =
-            # block^T block to the upper triangle, half the flops of a general matmul and no
-            # n x n temporary (which `gram += x.T @ x` would allocate per chunk)
-            self.gram = blas.dsyrk(1.0, block.T, beta=1.0, c=self.gram, trans=0, lower=0,
-                                   overwrite_c=1)
+        start = 0
+        while start < x.shape[0]:
+            take = min(self.rows_per_block - self.filled, x.shape[0] - start)
+            for panel, (a, b) in zip(self.panels, self.bounds):
+                panel[self.filled:self.filled + take] = x[start:start + take, a:b]
+            self.filled += take
+            start += take
+            if self.filled == self.rows_per_block:
+                self._flush()
+
+    def _flush(self) -> None:
+        k = self.filled
+        if k == 0:
+            return
+        # panel[:k] is C-contiguous, so its transpose is the F-contiguous p x k operand BLAS wants
+        cols = [panel[:k].T for panel in self.panels]
+        for (i, j), tile in self.tiles.items():
+            if i == j:
+                self.tiles[i, j] = blas.dsyrk(1.0, cols[i], beta=1.0, c=tile, trans=0, lower=0, overwrite_c=1)
+            else:  # X_i^T X_j = cols[i] @ cols[j]^T
+                self.tiles[i, j] = blas.dgemm(1.0, cols[i], cols[j], beta=1.0, c=tile, trans_b=1,
+                                              overwrite_c=1)
+        self.filled = 0
 
     def eigenvalues(self) -> np.ndarray:
-        _check_finite(np.diag(self.gram))
-        # the Gram is not needed afterwards: let LAPACK overwrite it instead of copying 0.8 GB
-        return scipy.linalg.eigh(self.gram, lower=False, eigvals_only=True, overwrite_a=True,
+        self._flush()
+        self.panels = []
+        diagonal = np.concatenate([np.diag(self.tiles[i, i]) for i in range(len(self.bounds))])
+        _check_finite(diagonal)
+        gram = np.zeros((self.n, self.n), dtype=np.float64, order="F")
+        for (i, j) in list(self.tiles):  # move tile by tile: the peak is the n x n matrix plus one tile
+            (a, b), (c, d) = self.bounds[i], self.bounds[j]
+            gram[a:b, c:d] = self.tiles.pop((i, j))
+        # only the upper triangle is filled and read; LAPACK may overwrite it (no 2nd n x n copy)
+        return scipy.linalg.eigh(gram, lower=False, eigvals_only=True, overwrite_a=True,
                                  check_finite=False, driver="evd")
 
 

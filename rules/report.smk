@@ -18,6 +18,24 @@ def report_figures():
     return names
 
 
+def grid_figures():
+    """Grid-sweep figures (audit/report/grid.py): none unless some arm is a point of an expanded
+    grid (only those entries carry `grid_point`); heatmaps only for a grid of exactly two options."""
+    points = [entry["grid_point"] for entry in config["heads"] if entry.get("grid_point")]
+    if not points:
+        return []
+    heatmaps = ["grid_heatmaps"] if any(len(point) == 2 for point in points) else []
+    return ["grid_rank_vs_ppl"] + heatmaps + ["grid_lines"]
+
+
+def grid_report_targets():
+    """The grid table and figures of this study; empty without a grid."""
+    names = grid_figures()
+    if not names:
+        return []
+    return [f"{REPORTS}/tables/grid.csv"] + [f"{REPORTS}/figures/{name}.svg" for name in names]
+
+
 def reproduce_command():
     """The shell command that reruns this study: the config files given on the command line
     (none for the default study, which rules/common.smk loads by itself)."""
@@ -181,6 +199,36 @@ rule report_figure_wordsim_wins:
         "python -m audit report figure --name wordsim_wins --wins {input.wins} --out {output} > {log} 2>&1"
 
 
+rule report_table_grid:
+    input:
+        runs=f"{REPORTS}/runs.csv",
+    output:
+        report(f"{REPORTS}/tables/grid.csv", caption="../report/table_grid.rst",
+               category="Tables", labels={"table": "grid"}),
+    log:
+        f"logs/{STUDY}/report/table_grid.log",
+    shell:
+        "python -m audit report table --name grid --runs {input.runs} --out {output} > {log} 2>&1"
+
+
+for _figure in ["grid_rank_vs_ppl", "grid_heatmaps", "grid_lines"]:
+
+    rule:
+        name:
+            f"report_figure_{_figure}"
+        input:
+            runs=f"{REPORTS}/runs.csv",
+        output:
+            report(f"{REPORTS}/figures/{_figure}.svg", caption=f"../report/figure_{_figure}.rst",
+                   category="Figures", labels={"figure": _figure}),
+        params:
+            figure=_figure,
+        log:
+            f"logs/{STUDY}/report/figure_{_figure}.log",
+        shell:
+            "python -m audit report figure --name {params.figure} --runs {input.runs} --out {output} > {log} 2>&1"
+
+
 rule report_provenance:
     input:
         config=f"{RESULTS}/config.resolved.yaml",
@@ -203,12 +251,14 @@ def report_tables():
     """Tables the page assembles: those of the language-model runs (if any) and the synthetic study."""
     names = STATS_TABLES + REPORT_TABLES if all_runs() else []
     tables = [f"{REPORTS}/tables/{name}.csv" for name in names]
+    tables += [t for t in grid_report_targets() if t.endswith(".csv")]
     return tables + [t for t in synthetic_targets() if t.endswith("_summary.csv")]
 
 
 def report_figure_files():
     names = report_figures() if all_runs() else []
     figures = [f"{REPORTS}/figures/{name}.svg" for name in names]
+    figures += [t for t in grid_report_targets() if t.endswith(".svg")]
     return figures + [t for t in synthetic_targets() if t.endswith(".svg")]
 
 

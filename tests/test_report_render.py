@@ -85,3 +85,40 @@ def test_empty_runs_table_is_an_error(tmp_path):
     config.write_text(yaml.safe_dump({"study": "s"}))
     assert audit_main(["report", "html", "--runs", str(runs), "--config", str(config),
                        "--out", str(tmp_path / "a.html")]) == 1
+
+
+def test_grid_section_shows_the_grid_table_and_figures(tmp_path, evil_page):
+    """The grid section appears (table per corpus, option columns, inlined figure) only with grid.csv."""
+    from audit.report import grid
+
+    _, study = evil_page
+    runs = pd.DataFrame([{"corpus": "ptb", "head": f"gss_c{c}_k{k}", "seed": str(s), "status": "ok",
+                          "arm_group": "gss", "grid_c": float(c), "grid_k": float(k), "test_ppl": 100.0 + c + s,
+                          "train_ppl": 80.0, "press_rank": 500.0 + 10 * k} for c in (-1, 1) for k in (2, 3)
+                         for s in (1, 2)])
+    table, figure = tmp_path / "grid.csv", tmp_path / "grid_heatmaps.svg"
+    grid.grid_table(runs).to_csv(table, index=False)
+    figure.write_text(grid.grid_heatmaps(runs))
+    out = tmp_path / "audit.html"
+    assert audit_main(["report", "html", "--runs", str(study["runs"]), "--config", str(study["resolved"]),
+                       "--tables", str(study["tables"] / "results.csv"), str(table), "--figures", str(figure),
+                       "--out", str(out)]) == 0
+    html = out.read_text()
+    assert re.findall(r'<section id="([^"]+)"', html) == ["results", "grid"] and 'href="#grid"' in html
+    section = html[html.index('<section id="grid"'):]
+    assert "<th>c</th><th>k</th>" in section and "gss_c-1_k3" in section and 'id="fig-grid-heatmaps"' in section
+    # mean ± SD over the two seeds of (c=-1, k=2): test ppl 100 and 101
+    assert "100.50 ± 0.71" in section
+
+
+def test_qualitative_section_without_the_jacobian_figure(tmp_path):
+    """A study with `jacobian: {contexts: 0}` has a top-k table but no jacobian figure."""
+    runs = tmp_path / "runs.csv"
+    pd.DataFrame([{"corpus": "ptb", "head": "softmax", "seed": 1, "status": "ok", "test_ppl": 100.0}]).to_csv(runs, index=False)
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"study": "t", "heads": [{"name": "softmax"}]}))
+    topk = tmp_path / "topk.csv"
+    pd.DataFrame([{"corpus": "ptb", "position": 0, "context": "the", "target": "cat", "head": "softmax",
+                   "seeds": 1, "in_top_k": 1, "median_rank": 3, "top": "a b c d e"}]).to_csv(topk, index=False)
+    html = render.render(str(runs), str(config), [str(topk)], [])
+    assert 'id="qualitative"' in html and "fig-jacobian" not in html and "a b c d e" in html

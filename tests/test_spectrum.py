@@ -228,3 +228,16 @@ def test_bench_command_prints_both_methods(capfd):
     ranks = out.split("Press ranks ")[1].split(" (")[0].split(" vs ")
     assert ranks[0] == ranks[1] and 0 < int(ranks[0]) <= 42
     assert out.count("peak RSS") == 2
+
+
+def test_tiled_gram_with_several_panels_and_flushes_matches_lapack(monkeypatch):
+    """Panels of 7 columns over n = 20 (tiles 7, 7, 6; dgemm off the diagonal) and 700 rows in
+    37-row chunks (two full 256-row flushes and a partial one) give LAPACK's singular values."""
+    from audit import spectrum as module
+
+    monkeypatch.setattr(module._CpuGram, "PANEL", 7)
+    rng = np.random.default_rng(5)
+    a = (rng.standard_normal((700, 20)) * np.logspace(0, -4, 20)).astype(np.float32)
+    got = module.singular_values(a[i:i + 37] for i in range(0, 700, 37))
+    want = np.linalg.svd(a.astype(np.float64), compute_uv=False)
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12 * want[0])

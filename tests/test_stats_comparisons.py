@@ -164,3 +164,16 @@ def test_config_errors_are_one_line():
         comparisons_table(runs, {"comparisons": [{"family": "f", "pairs": [["plif", "softmax"]],
                                                   "metrics": ["n_params"]}]}, FAST)
     assert comparisons_table(runs, {}, FAST).columns.tolist() == COLUMNS
+
+
+def test_against_patterns_expand_to_the_matching_heads_in_one_holm_family():
+    runs = runs_from({("ptb", "softmax"): (57.08, 0.10), ("ptb", "gss_c0_k2"): (57.02, 0.13),
+                      ("ptb", "gss_c-1_k2"): (56.9, 0.13), ("ptb", "mos"): (54.88, 0.26)})
+    spec = {"family": "grid", "baseline": "softmax", "against": ["gss_*", "mos", "plif"], "metrics": ["test_ppl"]}
+    t = comparisons_table(runs, {"comparisons": [spec]}, FAST)
+    assert list(t.head_a) == ["gss_c-1_k2", "gss_c0_k2", "mos", "plif"] and set(t.head_b) == {"softmax"}
+    run = t[t.head_a != "plif"]
+    raw = [stats.ttest_ind(runs[runs["head"] == h].test_ppl, runs[runs["head"] == "softmax"].test_ppl,
+                           equal_var=False).pvalue
+           for h in run.head_a]
+    assert np.allclose(run.p_adj, multipletests(raw, method="holm")[1])   # plif (not run) is left out of Holm

@@ -104,9 +104,29 @@ def test_degenerate_inputs_give_nan_with_note():
 
 def test_family_default_and_errors(runs):
     assert family_of("mos_uniform", None) == "mos" and family_of("plif", {"x": ["plif"]}) == "x"
+    families = {"dl-0.29": ["*_dropoutl0.29"], "dl-0": ["*_dropoutl0"]}
+    assert family_of("mos_experts3_dropoutl0.29", families) == "dl-0.29"
+    assert family_of("mos_experts3_dropoutl0", families) == "dl-0" and family_of("gss_c0", families) == "gss"
     with pytest.raises(AuditError, match="no metric column 'erank_1e-3'"):
         correlations_table(runs, {"correlations": [{"name": "c", "x": "erank_1e-3", "y": "test_ppl"}]}, FAST)
     with pytest.raises(AuditError, match="unknown key 'window'"):
         correlations_table(runs, {"correlations": [{"name": "c", "x": "press_rank", "y": "test_ppl",
                                                     "window": []}]}, FAST)
     assert correlations_table(runs, {}, FAST).empty
+
+
+def test_head_patterns_and_window_relative_to_the_best_run(runs):
+    spec = {"name": "c", "x": "press_rank", "y": "test_ppl", "heads": ["s*", "gss"],
+            "windows": [{"column": "test_ppl", "width_from_min": 0.2}]}
+    t = correlations_table(runs, {"correlations": [spec]}, FAST)
+    sel = runs[runs["head"].isin(["softmax", "sigsoftmax", "gss"])]
+    full = t[~t.post_hoc & (t.level == "runs")].iloc[0]
+    assert full.n == len(sel) and full.n_heads == 3
+    low = sel.test_ppl.min()
+    inside = sel[sel.test_ppl <= low + 0.2]
+    w = t[t.post_hoc & (t.level == "runs")].iloc[0]
+    assert w.n == len(inside) and w.n_outside_window == len(sel) - len(inside)
+    assert w.restriction == f"test_ppl in [{low:.6g}, {low + 0.2:.6g}] (lowest + 0.2)"
+    with pytest.raises(AuditError, match="width_from_min must be a positive number"):
+        correlations_table(runs, {"correlations": [{**spec, "windows": [{"column": "test_ppl", "width_from_min": 1,
+                                                                          "max": 3}]}]}, FAST)

@@ -25,8 +25,9 @@ import numpy as np
 from audit.errors import AuditError
 from audit.stats.io import load_runs
 
-TABLES = ("results", "ranks", "wordsim_rho", "wordsim_coverage", "warnings", "topk")
-FIGURES = ("rank_decay", "rank_vs_ppl", "strip", "wordsim_wins", "jacobian")
+TABLES = ("results", "ranks", "wordsim_rho", "wordsim_coverage", "warnings", "topk", "grid")
+GRID_FIGURES = ("grid_rank_vs_ppl", "grid_heatmaps", "grid_lines")  # audit.report.grid, from --runs
+FIGURES = ("rank_decay", "rank_vs_ppl", "strip", "wordsim_wins", "jacobian") + GRID_FIGURES
 
 
 def _write(text: str, out: str) -> None:
@@ -77,6 +78,10 @@ def make_table(args) -> str:
         table = summary.ranks_table(runs)
     elif args.name == "wordsim_rho":
         table = summary.wordsim_rho_table(runs)
+    elif args.name == "grid":
+        from audit.report.grid import grid_table
+
+        table = grid_table(runs)
     else:
         import yaml
 
@@ -96,6 +101,10 @@ def make_figure(args) -> str:
     if args.name == "jacobian":
         return figures.jacobian_spectra(spectra(args.run_dirs or [], "jacobian_mean_normalised_sv"), args.threshold)
     runs = load_runs(args.runs)
+    if args.name in GRID_FIGURES:
+        from audit.report import grid
+
+        return getattr(grid, args.name)(runs)
     if args.name == "strip":
         return figures.seed_strip(runs, args.metric or "test_ppl")
     return figures.rank_vs_metric(runs, _optional_csv(args.correlations), args.x, args.metric or "test_ppl")

@@ -26,7 +26,8 @@ from audit.report.figures import EMPTY_MARK
 SECTION_TITLES = [  # anchor -> table-of-contents entry, in page order
     ("verdicts", "Verdicts"), ("results", "Results per corpus"), ("comparisons", "Comparisons"),
     ("ranks", "Ranks"), ("spread", "Per-seed spread"), ("wordsim", "Word similarity"),
-    ("qualitative", "Top-k contexts and Jacobian spectra"), ("synthetic", "Dirichlet synthetic study"),
+    ("grid", "Grid sweeps"), ("qualitative", "Top-k contexts and Jacobian spectra"),
+    ("synthetic", "Dirichlet synthetic study"),
     ("provenance", "Provenance"),
     ("warnings", "Warnings"),
 ]
@@ -196,6 +197,24 @@ def wordsim_rows(rho: pd.DataFrame | None, coverage: pd.DataFrame | None) -> lis
     return [rows[key] for key in sorted(rows)]
 
 
+def grid_sections(table: pd.DataFrame | None) -> list[dict]:
+    """The grid table per corpus: {corpus, options (the options swept in that corpus), rows}.
+
+    The option columns are those between ``head`` and ``n_ok`` (``audit.report.grid.grid_table``).
+    """
+    if table is None or table.empty:
+        return []
+    columns = list(table.columns)
+    if "head" not in columns or "n_ok" not in columns:
+        raise AuditError("grid table: expected columns 'head' and 'n_ok'")
+    keys = columns[columns.index("head") + 1:columns.index("n_ok")]
+    out = []
+    for corpus, part in table.groupby(table["corpus"].astype(str), sort=False):
+        shown = [k for k in keys if part[k].notna().any()]
+        out.append({"corpus": corpus, "options": shown, "rows": records(part)})
+    return out
+
+
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("audit", "templates"), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
@@ -237,7 +256,7 @@ def render(runs_path: str, config_path: str, table_paths: list[str], figure_path
         "spread": "strip" in figures,
         "wordsim": bool({"wordsim_rho", "wordsim_coverage", "wordsim_diffs"} & set(tables) or "wordsim_wins" in figures),
         "qualitative": bool("topk" in tables or "jacobian" in figures),
-        "synthetic": "synthetic_summary" in tables,
+        "grid": "grid" in tables, "synthetic": "synthetic_summary" in tables,
         "provenance": provenance is not None, "warnings": bool(warnings),
     }
     context = {
@@ -251,7 +270,7 @@ def render(runs_path: str, config_path: str, table_paths: list[str], figure_path
         "rho_heads": sorted(rho["head"].astype(str).unique()) if rho is not None else [],
         "wordsim_rows": wordsim_rows(rho, tables.get("wordsim_coverage")),
         "wordsim_diffs": records(tables.get("wordsim_diffs")), "topk": records(tables.get("topk")),
-        "synthetic": records(tables.get("synthetic_summary")),
+        "synthetic": records(tables.get("synthetic_summary")), "grid": grid_sections(tables.get("grid")),
         "figures": figures, "provenance": provenance,
         "config_yaml": yaml.safe_dump(provenance["config"] if provenance else config, sort_keys=False),
         "warnings": group_warnings(warnings), "warning_titles": WARNING_TITLES, "n_warnings": len(warnings),

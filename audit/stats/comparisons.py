@@ -5,7 +5,7 @@ Config schema (``comparisons:`` of a study config, a list of families)::
     comparisons:
       - family: heads-vs-softmax      # required; Holm correction is applied within a family
         baseline: softmax             # head_b of every row ...
-        against: [sigsoftmax, plif]   # ... and these are head_a
+        against: [sigsoftmax, plif]   # ... and these are head_a (shell patterns allowed: "gss_*")
         # or instead of baseline/against: pairs: [[plif, plif_frozen], [mos, mos_uniform]]
         metrics: [test_ppl]           # required, runs-table columns
         lower_is_better: true         # bool or {metric: bool}; default true for *_ppl and
@@ -23,6 +23,7 @@ get no verdict and are left out of the family (counted in ``family_dropped``).
 
 from __future__ import annotations
 
+import fnmatch
 import math
 
 import numpy as np
@@ -193,6 +194,17 @@ def make_row(runs: pd.DataFrame, family: str, corpus: str, metric: str, head_a: 
     return row
 
 
+def _expand_heads(names, runs: pd.DataFrame, baseline) -> list[str]:
+    """Names in order, a shell-style pattern (``gss_*``) replaced by the matching heads of the
+    runs table, sorted; a plain name stays even when it has no runs (its rows say so)."""
+    heads = sorted(set(map(str, runs["head"])) - {str(baseline)})
+    out = []
+    for name in map(str, names):
+        matched = fnmatch.filter(heads, name) if any(ch in name for ch in "*?[") else [name]
+        out += [h for h in matched if h not in out]
+    return out
+
+
 def family_rows(runs: pd.DataFrame, spec: dict, settings: Settings, source: str) -> list[dict]:
     """Validate one ``comparisons:`` entry and compute its rows (uncorrected)."""
     if not isinstance(spec, dict) or not spec.get("family"):
@@ -207,7 +219,7 @@ def family_rows(runs: pd.DataFrame, spec: dict, settings: Settings, source: str)
         if any(len(p) != 2 for p in pairs):
             raise AuditError(f"{where}: 'pairs' must be a list of [head_a, head_b]")
     elif "baseline" in spec and "against" in spec:
-        pairs = [(str(h), str(spec["baseline"])) for h in spec["against"] or []]
+        pairs = [(h, str(spec["baseline"])) for h in _expand_heads(spec["against"] or [], runs, spec["baseline"])]
     else:
         raise AuditError(f"{where}: give 'baseline' and 'against', or 'pairs'")
     metrics = spec.get("metrics")

@@ -6,7 +6,7 @@ Config schema (``correlations:`` of a study config, a list)::
       - name: press-rank-vs-test-ppl  # required, unique; claims refer to it
         x: press_rank                 # required, runs-table column
         y: test_ppl                   # required, runs-table column
-        heads: [softmax, mos]         # optional; default every head of the corpus
+        heads: [softmax, "gss_*"]     # optional, shell-style patterns; default every head
         corpora: [ptb]                # optional; default every corpus
         families:                     # optional head -> family grouping for the partial
           softmax-like: [softmax, sigsoftmax, gss, plif]   # correlation; a head not listed
@@ -14,6 +14,7 @@ Config schema (``correlations:`` of a study config, a list)::
                                                           # before the first "_"
         windows:                      # optional exclusion rules, reported as post hoc rows
           - {column: test_ppl, corpus: ptb, min: 56.6, max: 57.6}   # corpus optional
+          - {column: test_ppl, width_from_min: 1.0}   # [lowest value, lowest + width]
 
 Each (name, corpus) gives rows at three levels: ``runs`` (one point per ok run),
 ``head_means`` (one point per head: its mean x and mean y) and ``partial_family`` (runs, with
@@ -24,6 +25,7 @@ applicable window, marked ``post_hoc = True`` next to the unrestricted rows.
 
 from __future__ import annotations
 
+import fnmatch
 import math
 
 import numpy as np
@@ -129,9 +131,10 @@ def correlate(x: np.ndarray, y: np.ndarray, settings: Settings, strata: np.ndarr
 
 
 def family_of(head: str, families: dict | None) -> str:
-    """A head's family: from the ``families`` mapping, else its name before the first "_"."""
+    """A head's family: the first ``families`` entry listing it (names or shell patterns), else
+    its name before the first underscore."""
     for fam, heads in (families or {}).items():
-        if head in heads:
+        if any(fnmatch.fnmatchcase(head, str(pattern)) for pattern in heads):  # names or patterns
             return str(fam)
     return head.split("_", 1)[0]
 
@@ -139,11 +142,17 @@ def family_of(head: str, families: dict | None) -> str:
 def _windows(spec_windows, corpus: str, where: str) -> list[dict]:
     out = []
     for w in spec_windows or []:
-        if not isinstance(w, dict) or "column" not in w or ("min" not in w and "max" not in w):
-            raise AuditError(f"{where}: each window needs 'column' and 'min' and/or 'max'")
+        if not isinstance(w, dict) or "column" not in w or not {"min", "max", "width_from_min"} & set(w):
+            raise AuditError(f"{where}: each window needs 'column' and 'min' and/or 'max', or 'width_from_min'")
+        if "width_from_min" in w and ({"min", "max"} & set(w) or not float(w["width_from_min"]) > 0):
+            raise AuditError(f"{where}: window width_from_min must be a positive number without min/max")
         if w.get("corpus", corpus) == corpus:
             out.append(w)
     return out
+
+
+def _bound(value) -> str:
+    return "-inf" if value == -np.inf else "inf" if value == np.inf else f"{value:.6g}"
 
 
 def spec_rows(runs: pd.DataFrame, spec: dict, settings: Settings, source: str) -> list[dict]:
@@ -163,19 +172,26 @@ def spec_rows(runs: pd.DataFrame, spec: dict, settings: Settings, source: str) -
     for corpus in [str(c) for c in spec.get("corpora") or sorted(runs["corpus"].unique())]:
         sel = runs[runs["corpus"] == corpus]
         if spec.get("heads"):
-            sel = sel[sel["head"].isin([str(h) for h in spec["heads"]])]
+            patterns = [str(h) for h in spec["heads"]]
+            sel = sel[[any(fnmatch.fnmatchcase(str(h), p) for p in patterns) for h in sel["head"]]]
         usable = (sel["status"] == "ok") & np.isfinite(sel[x]) & np.isfinite(sel[y])
         base = dict(name=spec["name"], corpus=corpus, x=x, y=y, n_excluded=int((~usable).sum()))
         sel = sel[usable]
         windows = _windows(spec.get("windows"), corpus, where)
         variants = [("none", False, sel, 0)]
         if windows:
-            inside = np.ones(len(sel), bool)
+            inside, texts = np.ones(len(sel), bool), []
             for w in windows:
                 col = w["column"]
                 require_metric(runs, col, source, f"correlation {spec['name']!r} window")
-                inside &= (sel[col] >= w.get("min", -np.inf)).to_numpy() & (sel[col] <= w.get("max", np.inf)).to_numpy()
-            text = "; ".join(f"{w['column']} in [{w.get('min', '-inf')}, {w.get('max', 'inf')}]" for w in windows)
+                low, high = w.get("min", -np.inf), w.get("max", np.inf)
+                if "width_from_min" in w:  # chosen relative to the best run, so post hoc by construction
+                    low = float(sel[col].min()) if len(sel) else np.nan
+                    high = low + float(w["width_from_min"])
+                inside &= (sel[col] >= low).to_numpy() & (sel[col] <= high).to_numpy()
+                texts.append(f"{col} in [{_bound(low)}, {_bound(high)}]"
+                             + (f" (lowest + {w['width_from_min']})" if "width_from_min" in w else ""))
+            text = "; ".join(texts)
             variants.append((text, True, sel[inside], int((~inside).sum())))
         for restriction, post_hoc, data, outside in variants:
             for level in LEVELS:

@@ -23,7 +23,7 @@ from audit.files import atomic_write_text
 STATUSES = ("ok", "failed")
 PAIR_COLUMNS = ("corpus", "head", "seed", "benchmark", "word1", "word2", "gold", "cosine")
 # non-metric columns of the runs table; everything else must be numeric
-TEXT_COLUMNS = ("study", "corpus", "head", "seed", "status", "error")
+TEXT_COLUMNS = ("study", "corpus", "head", "seed", "status", "error", "arm_group")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,36 @@
+"""The runs table: one row per run, failed runs kept, grid arms with their grid columns."""
+
+import json
+
+import pandas as pd
+
+from audit.runs_table import BASE_COLUMNS, collect
+
+
+def _run(root, head, seed, status="ok", settings=None, ppl=100.0):
+    run = root / "ptb" / head / str(seed)
+    run.mkdir(parents=True)
+    metrics = {"status": status, "error": "" if status == "ok" else "Divergence: loss nan", "study": "t",
+               "corpus": "ptb", "head": head, "seed": seed, "n_params": 10, "train_ppl": ppl + 5,
+               "valid_ppl": ppl + 1, "settings": settings or {}}
+    (run / "metrics.json").write_text(json.dumps(metrics))
+    result = {"test_ppl": ppl if status == "ok" else float("nan"), "press_rank": 34, "wordsim": {"EN-MC-30": 0.25}}
+    (run / "eval.json").write_text(json.dumps(result))
+    pd.DataFrame([{"benchmark": "EN-MC-30", "word1": "a", "word2": "b", "gold": 1.0, "cosine": 0.5}]).to_csv(
+        run / "wordsim_pairs.csv", index=False)
+    return run
+
+
+def test_grid_arms_get_their_group_and_grid_values(tmp_path):
+    point = {"arm_group": "gss", "grid_point": {"c": -1.5, "k": 2.5}}
+    dirs = [_run(tmp_path, "softmax", 2), _run(tmp_path, "softmax", 1, "failed"),
+            _run(tmp_path, "gss_c-1.5_k2.5", 1, settings=point, ppl=90.0)]
+    runs, pairs = collect(dirs)
+    assert list(runs.columns[:len(BASE_COLUMNS)]) == BASE_COLUMNS
+    assert list(runs.columns[len(BASE_COLUMNS):]) == ["arm_group", "grid_c", "grid_k", "wordsim_EN-MC-30"]
+    assert list(runs["head"]) == ["gss_c-1.5_k2.5", "softmax", "softmax"] and list(runs["seed"]) == [1, 1, 2]
+    gss, failed = runs.iloc[0], runs.iloc[1]
+    assert (gss.arm_group, gss.grid_c, gss.grid_k, gss.test_ppl, gss.train_ppl) == ("gss", -1.5, 2.5, 90.0, 95.0)
+    assert failed.arm_group == "softmax" and pd.isna(failed.grid_c) and failed.status == "failed"
+    assert failed.error.startswith("Divergence")
+    assert len(pairs) == 3 and set(pairs["head"]) == {"softmax", "gss_c-1.5_k2.5"}

@@ -1,0 +1,55 @@
+"""Every study config under configs/ plans the DAG it should: dry runs (`snakemake -n`), no training.
+
+The paper-scale studies are GPU-sized (1000 epochs per run); a dry run checks that their DAG has
+one train and one evaluate job per (corpus, arm, seed), the grid expanded, and the study's own
+report targets, without running anything.
+"""
+
+import pytest
+import yaml
+
+from audit.config import load_study
+from tests.test_pipeline import REPO, copy_workflow, job_counts, snakemake
+
+GRID_RULES = {"report_table_grid", "report_figure_grid_rank_vs_ppl", "report_figure_grid_lines"}
+# config -> (runs = arms x seeds x corpora, grid rules expected, heatmaps expected)
+STUDIES = {
+    "gss-grid.yaml": (21 * 3, True, True),
+    "gss-grid-paper-ptb.yaml": (73 * 1, True, True),
+    "gss-grid-paper-wt2.yaml": (37 * 1, True, True),
+    "mos-sweep.yaml": (18 * 2, True, True),
+    "mos-sweep-paper-ptb.yaml": (18 * 11, True, True),
+    "fair-comparison.yaml": (3 * 10, False, False),
+    "fair-comparison-paper.yaml": (3 * 10, False, False),
+    "paper-ptb.yaml": (11 * 11, False, False),
+    "paper-wt2.yaml": (9 * 11, False, False),
+}
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    return copy_workflow(tmp_path_factory.mktemp("studies"))
+
+
+def test_every_study_config_is_covered():
+    configs = {p.name for p in (REPO / "configs").glob("*.yaml")} - {"schema.yaml", "claims.yaml"}
+    assert set(STUDIES) | {"default.yaml", "smoke.yaml", "synthetic.yaml"} == configs
+
+
+@pytest.mark.parametrize("name", sorted(STUDIES))
+def test_study_dry_run_plans_one_job_per_run_and_its_report(name, workdir, mirror):
+    runs, grid, heatmaps = STUDIES[name]
+    study = load_study(REPO / "configs" / name)
+    assert len(study["heads"]) * len(study["seeds"]) * len(study["data"]["corpora"]) == runs
+    plan = snakemake(workdir, "--configfile", f"configs/{name}", "-n", mirror=mirror)
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    counts = job_counts(plan.stdout + plan.stderr)
+    assert counts["train"] == counts["evaluate"] == runs
+    assert counts["report"] == counts["runs_table"] == 1
+    assert GRID_RULES <= set(counts) if grid else not GRID_RULES & set(counts)
+    assert ("report_figure_grid_heatmaps" in counts) == heatmaps
+    raw = yaml.safe_load((REPO / "configs" / name).read_text())
+    if "paper" in name:   # GPU-sized: every run trains for the published 1000 epochs, all contexts
+        assert study["train"]["epochs"] == 1000 and study["evaluate"]["contexts"] == "all"
+    else:                 # CPU variants name their own token budget
+        assert raw["train"]["epoch_tokens"] and raw["data"]["max_tokens"]["test"]
