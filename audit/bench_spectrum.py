@@ -33,7 +33,8 @@ PTB_SHAPE = (82_429, 10_000)
 WT2_SHAPE = (245_568, 33_278)
 CHUNK_ROWS = 2048          # generation block: fixed so both methods see the identical matrix
 TARGET_SPEEDUP = 2.5
-TARGET_PEAK_GB = 2.5
+TARGET_PEAK_GB = 2.5       # PTB shape (issue target); the WikiText-2 shape must fit a 24 GB machine
+TARGET_PEAK_GB_WT2 = 24.0
 
 
 def logp_chunks(rows: int, cols: int, rank: int, seed: int, decades: float = 3.5):
@@ -162,8 +163,9 @@ def main(argv: list[str] | None = None) -> int:
               f"peak RSS {fig['peak_rss_bytes'] / gb:6.2f} GB   (row generation "
               f"{fig['generate_seconds']:.1f} s, not counted)")
     ours = results["ours"][0]
-    verdict = "met" if ours["peak_rss_bytes"] <= TARGET_PEAK_GB * gb else "NOT met"
-    print(f"peak memory target <= {TARGET_PEAK_GB} GB: {verdict}")
+    target = TARGET_PEAK_GB_WT2 if (args.rows, args.cols) == WT2_SHAPE else TARGET_PEAK_GB
+    verdict = "met" if ours["peak_rss_bytes"] <= target * gb else "NOT met"
+    print(f"peak memory target <= {target} GB: {verdict}")
     if "materialised" in results:
         theirs, sv_theirs = results["materialised"]
         sv_ours = results["ours"][1]
