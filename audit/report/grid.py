@@ -156,6 +156,15 @@ def _colours(table: pd.DataFrame) -> dict[str, tuple]:
     return head_colours(set(table["group"].astype(str)) | set(table["head"].astype(str)))
 
 
+def _figure_inputs(runs: pd.DataFrame):
+    """(grid table, grid groups, colours) shared by the figures, or None without a grid."""
+    groups = grid_groups(runs)
+    if not groups:
+        return None
+    table = grid_table(runs)
+    return table, groups, _colours(table)
+
+
 def grid_rank_vs_ppl(runs: pd.DataFrame, x: str = "press_rank", y: str = "test_ppl") -> str:
     """Rank against perplexity per grid point (mean over seeds, SD bars), one panel per grid.
 
@@ -167,11 +176,10 @@ def grid_rank_vs_ppl(runs: pd.DataFrame, x: str = "press_rank", y: str = "test_p
         SVG text; each point is labelled with its grid point, the corpus's arms off the grid are
         diamonds labelled with their name, and grid points without a successful run are listed.
     """
-    table = grid_table(runs)
-    groups = grid_groups(runs)
-    if not groups:
+    inputs = _figure_inputs(runs)
+    if inputs is None:
         return empty_svg(NO_GRID)
-    colours = _colours(table)
+    table, groups, colours = inputs
     with plt.rc_context(RC):
         fig, axes = _panels(len(groups), 7.0, 5.0)
         for ax, (corpus, group, keys) in zip(axes, groups):
@@ -280,11 +288,10 @@ def grid_lines(runs: pd.DataFrame) -> str:
         and n_params (mean with SD bars over ok seeds); the corpus's arms off the grid are dashed
         horizontal reference lines.
     """
-    table = grid_table(runs)
-    groups = grid_groups(runs)
-    if not groups:
+    inputs = _figure_inputs(runs)
+    if inputs is None:
         return empty_svg(NO_GRID)
-    colours = _colours(table)
+    table, groups, colours = inputs
     with plt.rc_context(RC):
         fig, axes = plt.subplots(len(groups), len(LINE_METRICS), squeeze=False, layout="constrained",
                                  figsize=(3.5 * len(LINE_METRICS), 3.2 * len(groups)))
