@@ -9,17 +9,17 @@ import sys
 
 # verb -> module whose ``main(argv)`` runs it
 VERBS = {
-    "fetch": "audit.data.fetch",        # obtain and checksum one data file
-    "prepare": "audit.data.corpus",     # tokenise a corpus and cache its id tensors
-    "train": "audit.train",             # train one (corpus, head, seed) run
-    "evaluate": "audit.evaluate",       # test perplexity, log-P spectrum, word similarity
-    "collect": "audit.runs_table",      # gather per-run metrics into the runs table
-    "stats": "audit.stats.cli",         # one statistics table from the runs table
-    "report": "audit.report.cli",       # report tables, figures, provenance and the HTML audit
-    "params": "audit.params",           # print parameter counts of a config's heads
-    "bench": "audit.bench",             # benchmarks that print figures
-    "validate": "audit.config",         # validate a study config and print it resolved
-    "synthetic": "audit.synthetic",     # the Dirichlet synthetic study (fits, table, figures)
+    "fetch": "audit.data.fetch",          # obtain and checksum one data file
+    "prepare": "audit.data.corpus",       # tokenise a corpus and cache its id tensors
+    "train": "audit.train.trainer",       # train one (corpus, head, seed) run
+    "evaluate": "audit.evaluate.run",     # test perplexity, log-P spectrum, word similarity
+    "collect": "audit.runs_table",        # gather per-run metrics into the runs table
+    "stats": "audit.stats.cli",           # one statistics table from the runs table
+    "report": "audit.report.cli",         # report tables, figures, provenance and the HTML audit
+    "params": "audit.model.params",       # print parameter counts of a config's heads
+    "bench": "audit.bench",               # benchmarks that print figures
+    "validate": "audit.config",           # validate a study config and print it resolved
+    "synthetic": "audit.synthetic.cli",   # the Dirichlet synthetic study (fits, table, figures)
 }
 
 

@@ -72,7 +72,7 @@ def expand_grids(entries: list[dict], source: str = "config") -> list[dict]:
     Raises:
         AuditError: a grid key that is not an option of the head.
     """
-    from audit.heads import HEADS
+    from audit.model.options import HEAD_OPTIONS
 
     out = []
     for i, entry in enumerate(entries):
@@ -81,7 +81,7 @@ def expand_grids(entries: list[dict], source: str = "config") -> list[dict]:
             out.append(entry)
             continue
         head = entry.get("head", entry["name"])
-        known = HEADS[head].defaults if head in HEADS else None
+        known = HEAD_OPTIONS.get(head)
         for key in grid:
             if known is not None and key not in known:
                 raise AuditError(f"{source}: config key heads[{i}].grid.{key}: not an option of head {head!r}; "
@@ -100,19 +100,19 @@ def expand_grids(entries: list[dict], source: str = "config") -> list[dict]:
 
 def _check_semantics(config: dict, schema: dict, source: str) -> None:
     """What a schema cannot say: known head names, unique labels, valid overrides."""
-    from audit.heads import HEADS
+    from audit.model.options import HEAD_OPTIONS
 
     names = [entry["name"] for entry in config["heads"]]
     for i, entry in enumerate(config["heads"]):
         entry.setdefault("head", entry["name"])
         if names.count(entry["name"]) > 1:
             raise AuditError(f"{source}: config key heads[{i}].name: duplicate head name {entry['name']!r}")
-        if entry["head"] not in HEADS:
+        if entry["head"] not in HEAD_OPTIONS:
             raise AuditError(f"{source}: config key heads[{i}].head: unknown head {entry['head']!r}; "
-                             f"known heads: {', '.join(sorted(HEADS))}")
-        unknown = sorted(set(entry["options"]) - set(HEADS[entry["head"]].defaults))
+                             f"known heads: {', '.join(sorted(HEAD_OPTIONS))}")
+        unknown = sorted(set(entry["options"]) - set(HEAD_OPTIONS[entry["head"]]))
         if unknown:
-            known = ", ".join(sorted(HEADS[entry["head"]].defaults)) or "none"
+            known = ", ".join(sorted(HEAD_OPTIONS[entry["head"]])) or "none"
             raise AuditError(f"{source}: config key heads[{i}].options.{unknown[0]}: unknown option of head "
                              f"{entry['head']!r}; known options: {known}")
         for section in ("model", "train"):

@@ -1,10 +1,10 @@
-# Dirichlet synthetic study (audit/synthetic.py): one job per (head, d, alpha, seed) fit, then
+# Dirichlet synthetic study (audit/synthetic/): one job per (head, d, alpha, seed) fit, then
 # the per-fit table (+ summary over seeds) and one figure per metric. Defines no rule and no
 # target unless the config has a `synthetic:` section; synthetic_targets() lists the outputs.
 import json
 import sys
 
-from audit import synthetic as _synthetic
+from audit.synthetic import plan as _synthetic
 from audit.errors import AuditError
 
 SYNTHETIC_FIT = RESULTS + "/synthetic/{head}/d{d}/alpha{alpha}/seed{seed}.json"
@@ -15,7 +15,7 @@ if config.get("synthetic") is not None:
     try:
         _kept, _skipped = _synthetic.synthetic_heads(config)
         if _skipped:  # another head may not be registered yet: run the others, say which are left out
-            from audit.heads import HEADS as _HEADS
+            from audit.model.options import HEAD_OPTIONS as _HEADS
 
             print(f"warning: synthetic: skipping heads not in the head registry: {', '.join(_skipped)} "
                   f"(known: {', '.join(sorted(_HEADS))})", file=sys.stderr)

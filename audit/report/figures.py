@@ -2,68 +2,18 @@
 
 Each function takes the tables it draws (pandas frames, numpy arrays) and returns one SVG
 document as a string; ``python -m audit report figure`` (see ``audit.report.cli``) writes it to
-``reports/<study>/figures/<name>.svg`` and the HTML rule inlines it. Determinism: a fixed
-``svg.hashsalt`` makes the clip-path ids stable, ``svg.fonttype = 'none'`` keeps text as text
-(no glyph outlines that depend on the installed fonts), and the date metadata is dropped.
-A figure without data is an ``empty_svg`` that carries ``EMPTY_MARK``, which the HTML renderer
-leaves out.
+``reports/<study>/figures/<name>.svg`` and the HTML rule inlines it. The matplotlib settings
+that make the SVG byte-identical per input live in ``audit.plots``.
 """
 
 from __future__ import annotations
 
-import io
 import math
 
-import matplotlib
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")  # no display; must precede pyplot
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-EMPTY_MARK = "audit:empty-figure"
-RC = {
-    "svg.hashsalt": "bottleneck-audit",
-    "svg.fonttype": "none",
-    "font.family": "sans-serif",
-    "font.size": 9.0,
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-    "axes.grid": True,
-    "grid.color": "#e3e3e3",
-    "grid.linewidth": 0.6,
-    "figure.dpi": 100,
-}
-PALETTE = plt.get_cmap("tab10").colors
-
-
-def head_colours(heads) -> dict[str, tuple]:
-    """Colour per head, fixed by the heads' sorted order so every figure agrees."""
-    return {head: PALETTE[i % len(PALETTE)] for i, head in enumerate(sorted(set(map(str, heads))))}
-
-
-def to_svg(fig) -> str:
-    """Serialise and close ``fig``; the same figure always gives the same bytes."""
-    buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
-    plt.close(fig)
-    return buffer.getvalue()
-
-
-def empty_svg(reason: str) -> str:
-    """A small SVG saying why there is no figure; the HTML renderer skips it."""
-    from xml.sax.saxutils import escape
-
-    return ('<?xml version="1.0" encoding="utf-8"?>\n'
-            f'<svg xmlns="http://www.w3.org/2000/svg" width="480" height="40" viewBox="0 0 480 40">'
-            f'<!-- {EMPTY_MARK} --><text x="8" y="24" font-family="sans-serif" font-size="13">'
-            f'No figure: {escape(reason)}</text></svg>\n')
-
-
-def _panels(n: int, width: float = 5.2, height: float = 3.6):
-    fig, axes = plt.subplots(1, n, figsize=(width * n, height), squeeze=False)
-    return fig, list(axes[0])
+from audit.plots import RC, empty_svg, head_colours, panels, plt, to_svg
 
 
 def rank_decay(curves: dict[tuple[str, str], list[np.ndarray]]) -> str:
@@ -83,7 +33,7 @@ def rank_decay(curves: dict[tuple[str, str], list[np.ndarray]]) -> str:
     corpora = sorted({corpus for corpus, _ in curves})
     colours = head_colours(head for _, head in curves)
     with plt.rc_context(RC):
-        fig, axes = _panels(len(corpora), 6.0, 3.8)
+        fig, axes = panels(len(corpora), 6.0, 3.8)
         for ax, corpus in zip(axes, corpora):
             for (c, head), vals in sorted(curves.items()):
                 if c != corpus:
@@ -138,7 +88,7 @@ def rank_vs_metric(runs: pd.DataFrame, correlations: pd.DataFrame | None,
     colours = head_colours(ok["head"])
     with plt.rc_context(RC):
         corpora = sorted(ok["corpus"].astype(str).unique())
-        fig, axes = _panels(len(corpora), 5.6, 4.0)
+        fig, axes = panels(len(corpora), 5.6, 4.0)
         for ax, corpus in zip(axes, corpora):
             part = ok[ok["corpus"].astype(str) == corpus]
             for head, group in part.groupby("head", sort=True):
@@ -187,7 +137,7 @@ def seed_strip(runs: pd.DataFrame, metric: str = "test_ppl") -> str:
     with plt.rc_context(RC):
         corpora = sorted(ok["corpus"].astype(str).unique())
         n_heads = ok["head"].nunique()
-        fig, axes = _panels(len(corpora), max(3.6, 1.1 * n_heads + 1.6), 3.8)
+        fig, axes = panels(len(corpora), max(3.6, 1.1 * n_heads + 1.6), 3.8)
         for ax, corpus in zip(axes, corpora):
             part = ok[ok["corpus"].astype(str) == corpus]
             heads = sorted(part["head"].astype(str).unique())
@@ -225,7 +175,7 @@ def wins_heatmap(wins: pd.DataFrame) -> str:
         corpora = sorted(wins["corpus"].astype(str).unique())
         heads_all = sorted(set(wins["head_i"].astype(str)) | set(wins["head_j"].astype(str)))
         side = max(3.2, 0.62 * len(heads_all) + 1.8)
-        fig, axes = _panels(len(corpora), side + 0.9, side)
+        fig, axes = panels(len(corpora), side + 0.9, side)
         for ax, corpus in zip(axes, corpora):
             part = wins[wins["corpus"].astype(str) == corpus]
             heads = sorted(set(part["head_i"].astype(str)) | set(part["head_j"].astype(str)))
@@ -262,7 +212,7 @@ def jacobian_spectra(curves: dict[tuple[str, str], list[np.ndarray]], threshold:
     corpora = sorted({corpus for corpus, _ in curves})
     colours = head_colours(head for _, head in curves)
     with plt.rc_context(RC):
-        fig, axes = _panels(len(corpora))
+        fig, axes = panels(len(corpora))
         for ax, corpus in zip(axes, corpora):
             for (c, head), runs in sorted(curves.items()):
                 if c != corpus:

@@ -19,7 +19,7 @@ from matplotlib import colors as mcolors
 from matplotlib.patches import Rectangle
 
 from audit.errors import AuditError
-from audit.report.figures import RC, _panels, empty_svg, head_colours, plt, to_svg
+from audit.plots import RC, empty_svg, head_colours, panels, plt, to_svg
 
 GRID_PREFIX = "grid_"
 METRICS = ("test_ppl", "valid_ppl", "train_ppl", "gap", "press_rank", "n_params")
@@ -181,7 +181,7 @@ def grid_rank_vs_ppl(runs: pd.DataFrame, x: str = "press_rank", y: str = "test_p
         return empty_svg(NO_GRID)
     table, groups, colours = inputs
     with plt.rc_context(RC):
-        fig, axes = _panels(len(groups), 7.0, 5.0)
+        fig, axes = panels(len(groups), 7.0, 5.0)
         for ax, (corpus, group, keys) in zip(axes, groups):
             cells, refs = _split(table, corpus, group)
             for part, name, marker in [(cells, f"{group} ({', '.join(keys)})", "o")] + \

@@ -21,7 +21,7 @@ import pandas as pd
 import yaml
 
 from audit.errors import AuditError
-from audit.report.figures import EMPTY_MARK
+from audit.plots import EMPTY_MARK
 
 SECTION_TITLES = [  # anchor -> table-of-contents entry, in page order
     ("verdicts", "Verdicts"), ("results", "Results per corpus"), ("comparisons", "Comparisons"),
@@ -216,7 +216,7 @@ def grid_sections(table: pd.DataFrame | None) -> list[dict]:
 
 
 def environment() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.PackageLoader("audit", "templates"), autoescape=True,
+    env = jinja2.Environment(loader=jinja2.PackageLoader("audit.report", "templates"), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(fmt=fmt, sig=fmt_sig, p=fmt_p, sortkey=sort_key)
     env.globals.update(ci=fmt_ci, slug=slug, finite=finite, rank_label=rank_label)
@@ -284,10 +284,3 @@ def _counts(claims: list[dict]) -> dict[str, int]:
     for claim in claims:
         counts[str(claim["verdict"])] = counts.get(str(claim["verdict"]), 0) + 1
     return counts
-
-
-def main(argv: list[str]) -> int:
-    """``python -m audit report ...``: see ``audit.report.cli``."""
-    from audit.report.cli import main as cli_main
-
-    return cli_main(argv)

@@ -1,0 +1,17 @@
+"""Benchmarks that print figures: ``python -m audit bench <name> [options]``.
+
+``heads``: time per training step of each head relative to softmax (audit/bench/heads.py).
+``spectrum``: streamed Gram spectrum against the materialised float32 SVD (audit/bench/spectrum.py).
+"""
+
+import importlib
+import sys
+
+BENCHMARKS = {"heads": "audit.bench.heads", "spectrum": "audit.bench.spectrum"}
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] not in BENCHMARKS:
+        print(f"usage: python -m audit bench {{{','.join(BENCHMARKS)}}} [options]", file=sys.stderr)
+        return 2
+    return int(importlib.import_module(BENCHMARKS[argv[0]]).main(argv[1:]) or 0)

@@ -1,0 +1,178 @@
+"""Evaluate one trained run: test perplexity, log-P spectrum and ranks, word similarity.
+
+The test split is read as one continuous stream (batch size 1, hidden state carried across
+BPTT chunks, eval mode), as the reference code does. Every predicted position is one context,
+one row of the log-P matrix; the rows of the first ``contexts`` positions stream straight into
+``audit.evaluate.spectrum`` and are never stacked. Perplexity uses all test positions, normalised by the
+number of predicted tokens (the reference divides by one more, a ~0.003 ppl underestimate).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+
+from audit.evaluate import jacobian, spectrum, topk, wordsim
+from audit.data.corpus import load as load_corpus
+from audit.errors import AuditError
+from audit.model.awd_lstm import LanguageModel, ModelConfig, perplexity
+from audit.files import atomic_write, atomic_write_text
+from audit.device import resolve_device
+
+EPSILONS = (1e-3, 1e-4, 1e-5)  # epsilon-effective ranks reported
+
+
+def load_model(path: str | os.PathLike, device: torch.device) -> tuple[LanguageModel, list[str]]:
+    blob = torch.load(path, weights_only=False, map_location=device)
+    model = LanguageModel(ModelConfig(**blob["config"])).to(device)
+    model.load_state_dict(blob["state"])
+    return model.eval(), blob["vocab"]
+
+
+@torch.no_grad()
+def stream_rows(model: LanguageModel, ids: torch.Tensor, bptt: int, limit: int | None,
+                transformed: bool = False, totals: dict | None = None,
+                observers: tuple = ()) -> Iterator[torch.Tensor]:
+    """Yield float32 row blocks (rows, V) of log-P (or of f(l) if ``transformed``).
+
+    Only the first ``limit`` contexts are yielded (all if None); if ``totals`` is given the
+    stream runs to the end of ``ids`` anyway and sums the test NLL and token count into it.
+    ``observers`` are ``(collector, kind)`` pairs that see every block of the whole stream,
+    kind ``"log_p"`` the log-probabilities and ``"h"`` the head's input (top-k, Jacobian).
+    """
+    data = ids.view(-1, 1).to(next(model.parameters()).device)
+    hidden = model.init_hidden(1)
+    emitted = 0
+    for i in range(0, data.size(0) - 1, bptt):
+        if totals is None and limit is not None and emitted >= limit:
+            return
+        seq_len = min(bptt, data.size(0) - 1 - i)
+        dropped, _, hidden = model.body(data[i:i + seq_len], hidden)
+        if totals is not None or transformed is False:
+            log_probs = model.head(dropped)[:, 0]
+        for collector, kind in observers:
+            collector.add(log_probs if kind == "log_p" else dropped[:, 0])
+        if totals is not None:
+            targets = data[i + 1:i + 1 + seq_len, 0]
+            totals["nll"] += F.nll_loss(log_probs, targets, reduction="sum").item()
+            totals["tokens"] += targets.numel()
+        take = seq_len if limit is None else max(0, min(seq_len, limit - emitted))
+        if take:
+            rows = model.head.transformed_logits(dropped)[:, 0] if transformed else log_probs
+            emitted += take
+            yield rows[:take].float()
+
+
+TOPK_COLUMNS = ["position", "context", "target", "target_rank", "in_top_k", "top"]
+
+
+def topk_words(table: pd.DataFrame, ids: np.ndarray, vocab: list[str], k: int, width: int = 6) -> pd.DataFrame:
+    """The top-k table with words: the last ``width`` context words, the target and the top k."""
+    out = pd.DataFrame({
+        "position": table["position"],
+        "context": [" ".join(vocab[i] for i in ids[max(0, p - width + 1):p + 1]) for p in table["position"]],
+        "target": [vocab[i] for i in table["target"]],
+        "target_rank": table["target_rank"], "in_top_k": table["in_top_k"],
+        "top": [" ".join(vocab[i] for i in row) for row in table[[f"top_{j + 1}" for j in range(k)]].to_numpy()],
+    })
+    return out[TOPK_COLUMNS]
+
+
+def spectrum_summary(spec: spectrum.Spectrum, prefix: str) -> dict:
+    """Press, epsilon-effective and entropy ranks of one spectrum, keyed with ``prefix``."""
+    out = {f"{prefix}press_rank": spectrum.press_rank(spec.sv, spec.m, spec.n),
+           f"{prefix}entropy_rank": spectrum.entropy_rank(spec.sv)}
+    for eps in EPSILONS:
+        out[f"{prefix}erank_{eps:.0e}".replace("e-0", "e-")] = spectrum.epsilon_rank(spec.sv, eps)
+    return out
+
+
+def evaluate_run(run_dir: str | os.PathLike, corpus_path: str, wordsim_dir: str,
+                 out_dir: str | os.PathLike | None = None, device: str = "auto") -> dict:
+    """Evaluate ``run_dir`` (model.pt, metrics.json) and write eval.json, spectrum.npz,
+    wordsim_pairs.csv and topk.csv into ``out_dir`` (default: the run folder). A failed run is
+    recorded as failed without evaluating anything."""
+    run_dir = Path(run_dir)
+    out = Path(out_dir or run_dir)
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    settings = metrics["settings"]
+    result = {"status": metrics["status"]}
+    pairs = pd.DataFrame(columns=["benchmark", "word1", "word2", "gold", "cosine"])
+    top_table = pd.DataFrame(columns=TOPK_COLUMNS)
+    arrays = {}
+    if metrics["status"] == "ok":
+        torch.set_num_threads(settings["train"]["threads"])
+        dev = resolve_device(device)
+        model, vocab = load_model(run_dir / "model.pt", dev)
+        corpus = load_corpus(corpus_path)
+        if corpus.vocab != vocab:
+            raise AuditError(f"{corpus_path}: vocabulary differs from the one {run_dir / 'model.pt'} was trained on")
+        test = corpus.test[: (settings.get("max_tokens") or {}).get("test") or None]
+        contexts = settings["evaluate"]["contexts"]
+        limit = None if contexts == "all" else min(int(contexts), test.numel() - 1)
+        bptt = settings["train"]["bptt"]
+        totals = {"nll": 0.0, "tokens": 0}
+        options = settings["evaluate"]
+        positions = topk.select_positions(test.numel() - 1, [p for p in options["topk"]["positions"] if p < test.numel() - 1],
+                                          options["topk"]["random"], np.random.default_rng(options["topk"]["seed"]))
+        sampled = (jacobian.sample_contexts(test.numel() - 1, options["jacobian"]["contexts"],
+                                            np.random.default_rng(options["jacobian"]["seed"]))
+                   if options["jacobian"]["contexts"] else np.zeros(0, dtype=np.int64))
+        top_rows, h_rows = topk.RowCollector(positions), topk.RowCollector(sampled)
+        logp = spectrum.stream_spectrum(stream_rows(model, test, bptt, limit, totals=totals,
+                                                    observers=((top_rows, "log_p"), (h_rows, "h"))))
+        result.update(test_loss=totals["nll"] / totals["tokens"], test_tokens=totals["tokens"],
+                      contexts=logp.m, vocab_size=logp.n)
+        result["test_ppl"] = perplexity(result["test_loss"])
+        result.update(spectrum_summary(logp, ""))
+        arrays["log_p_sv"] = logp.sv
+        if model.head.transformed_logits(torch.zeros(1, 1, model.cfg.d_out, device=dev)) is not None:
+            flog = spectrum.stream_spectrum(stream_rows(model, test, bptt, limit, transformed=True))
+            result.update(spectrum_summary(flog, "f_logits_"))
+            arrays["f_logits_sv"] = flog.sv
+        top = topk.top_k(top_rows.rows(), test[positions + 1].numpy(), positions, options["topk"]["k"])
+        top_table = topk_words(top, test.numpy(), vocab, options["topk"]["k"])
+        if len(sampled):
+            jac = jacobian.degeneracy(model.head, torch.from_numpy(h_rows.rows()).to(dev), len(sampled),
+                                      np.random.default_rng(options["jacobian"]["seed"]),
+                                      threshold=options["jacobian"]["threshold"])
+            arrays["jacobian_mean_normalised_sv"] = jac.mean_normalised_sv
+            result["jacobian_fraction_below"] = jac.fraction_below
+        vectors = model.encoder.weight.detach().cpu().numpy()
+        pairs, scores = wordsim.pairs_and_scores(vectors, vocab, wordsim_dir)
+        result["wordsim"] = dict(zip(scores["benchmark"], scores["spearman"]))
+        result["wordsim_found"] = {b: int(f) for b, f in zip(scores["benchmark"], scores["found"])}
+        result["wordsim_pairs"] = {b: int(p) for b, p in zip(scores["benchmark"], scores["pairs"])}
+    out.mkdir(parents=True, exist_ok=True)
+    def write_arrays(tmp: str) -> None:
+        with open(tmp, "wb") as handle:  # a file object: np.savez would append .npz to a name
+            np.savez(handle, **arrays)
+
+    atomic_write(out / "spectrum.npz", write_arrays)
+    atomic_write_text(pairs.to_csv(index=False), out / "wordsim_pairs.csv")
+    atomic_write_text(top_table.to_csv(index=False), out / "topk.csv")
+    atomic_write_text(json.dumps(result, indent=1, sort_keys=True), out / "eval.json")
+    return result
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m audit evaluate", description=__doc__)
+    parser.add_argument("--run-dir", required=True, help="run folder with model.pt and metrics.json")
+    parser.add_argument("--corpus", required=True, help="corpus cache written by `audit prepare`")
+    parser.add_argument("--wordsim-dir", required=True, help="folder of the word-similarity benchmarks")
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    args = parser.parse_args(argv)
+    result = evaluate_run(args.run_dir, args.corpus, args.wordsim_dir, device=args.device)
+    if result["status"] == "ok":
+        print(f"test ppl {result['test_ppl']:.2f} | contexts {result['contexts']} | Press rank {result['press_rank']}")
+    else:
+        print("run failed in training: nothing evaluated")
+    return 0

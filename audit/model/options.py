@@ -1,0 +1,19 @@
+"""The options every head accepts, with their defaults: the one place they are written.
+
+Torch-free, so that config validation and Snakemake's parse of the workflow can check head
+names and options without importing torch; ``audit.model.heads`` builds its classes on it.
+"""
+
+HEAD_OPTIONS: dict[str, dict] = {
+    "softmax": {},
+    "softmax_matched": {"match": None},   # the arm whose parameter count to match
+    "sigsoftmax": {},
+    "gss": {"c": 0.0, "k": 2.0},
+    "plif": {"knots": 100_000, "bound": 20.0, "w_scale": 1.0, "lr": 0.02, "seed": None},
+    "plif_frozen": {"knots": 100_000, "bound": 20.0, "w_scale": 1.0, "lr": 0.02, "seed": None},
+    "mos": {"experts": 15, "dropoutl": 0.29},
+    "mos_uniform": {"experts": 15, "dropoutl": 0.29},
+    "moc": {"experts": 15, "dropoutl": 0.29},
+    "mixtape": {"experts": 4, "gate_embedding_size": 160, "frequent_token_fraction": 0.1,
+                "dropoutc": 0.0, "dropoutg": 0.0, "noise_std": 0.0},
+}

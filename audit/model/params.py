@@ -1,0 +1,152 @@
+"""Parameter counts of a study's heads, and the capacity-matched softmax's embedding size.
+
+``python -m audit params <config.yaml>`` prints ``<name> <n_params>`` per head entry without
+training. Counts are exact: the model is built on PyTorch's ``meta`` device (shapes only, no
+memory, about a millisecond) and its trainable parameters are summed as in
+``audit.model.count_parameters`` (the tied embedding once, frozen PLIF slopes not at all).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+import torch
+
+from audit.errors import AuditError
+
+# Vocabulary sizes of the pinned (checksummed) training files, used when no mirror is at hand;
+# tests/test_params.py recounts them from the mirror.
+PINNED_VOCAB = {"ptb": 10000, "wikitext-2": 33278}
+MATCH_TOLERANCE = 0.005  # softmax_matched must come within 0.5% of its target's count
+
+
+def count_params(cfg) -> int:
+    """Trainable parameters of ``LanguageModel(cfg)``, built on the meta device.
+
+    Args:
+        cfg: an ``audit.model.ModelConfig``.
+
+    Returns:
+        The number of trainable scalars.
+    """
+    from audit.model.awd_lstm import LanguageModel, count_parameters
+
+    with torch.device("meta"):
+        model = LanguageModel(cfg)
+    return count_parameters(model)
+
+
+def solve_matched_size(target_params: int, base_cfg, tolerance: float = MATCH_TOLERANCE):
+    """The tied softmax model whose parameter count is closest to ``target_params``.
+
+    Varies emb_size = last_size (d = d', as the softmax family requires) with every other
+    field of ``base_cfg`` fixed. The count grows strictly with d (embedding V d, first and
+    last LSTM layers, 4 d^2 + ... ), so a bisection finds the two integers around the target
+    and the nearer one wins (ties go to the smaller model).
+
+    Args:
+        target_params: the count to match, e.g. ``count_params`` of the MoS arm.
+        base_cfg: ModelConfig of the softmax arm (hidden size, layers, vocabulary, head).
+        tolerance: largest accepted relative gap.
+
+    Returns:
+        A ModelConfig copy with the solved emb_size and last_size None.
+
+    Raises:
+        AuditError: if no size comes within ``tolerance`` (e.g. the target is below the
+            count of d = 1).
+    """
+    def sized(d: int):
+        return dataclasses.replace(base_cfg, emb_size=d, last_size=None)
+
+    lo, hi = 1, 2
+    while count_params(sized(hi)) < target_params:
+        lo, hi = hi, hi * 2
+        if hi > 1 << 20:
+            raise AuditError(f"softmax_matched: no embedding size reaches {target_params} parameters")
+    while hi - lo > 1:  # invariant: count(lo) < target <= count(hi), or lo == 1
+        mid = (lo + hi) // 2
+        if count_params(sized(mid)) < target_params:
+            lo = mid
+        else:
+            hi = mid
+    best = min((lo, hi), key=lambda d: (abs(count_params(sized(d)) - target_params), d))
+    gap = abs(count_params(sized(best)) - target_params) / target_params
+    if gap > tolerance:
+        raise AuditError(f"softmax_matched: closest size d={best} is {gap:.2%} away from "
+                         f"{target_params} parameters (tolerance {tolerance:.1%})")
+    return sized(best)
+
+
+def vocab_size(study: dict, corpus: str) -> int:
+    """V of a corpus: counted from the mirror's train.txt when there is one, else pinned."""
+    from audit.data.corpus import tokenise
+    from audit.data.fetch import resolve_mirror
+
+    mirror = resolve_mirror(study.get("data", {}).get("mirror"))
+    train = mirror / corpus / "train.txt" if mirror else None
+    if train is not None and train.is_file():
+        return len(set(tokenise(train)))
+    if corpus not in PINNED_VOCAB:
+        raise AuditError(f"corpus {corpus!r}: no mirror to count its vocabulary and no pinned size")
+    return PINNED_VOCAB[corpus]
+
+
+def entry_model_config(study: dict, entry: dict, vocab: int):
+    """ModelConfig of one head entry: study ``model`` + the entry's overrides + its head.
+
+    A ``softmax_matched`` entry gets the embedding size solved against the entry named by its
+    ``options.match`` (its own model section gives the fixed sizes, e.g. hidden_size).
+
+    Args:
+        study: a validated study (``audit.config.load_study``).
+        entry: one element of ``study["heads"]``.
+        vocab: vocabulary size V.
+    """
+    from audit.model.awd_lstm import ModelConfig
+
+    head = entry.get("head", entry["name"])
+    sizes = {**study.get("model", {}), **entry.get("model", {})}
+    known = {f.name for f in dataclasses.fields(ModelConfig)}
+    unknown = sorted(set(sizes) - known)
+    if unknown:
+        raise AuditError(f"head {entry['name']!r}: unknown model setting {unknown[0]!r}")
+    cfg = ModelConfig(vocab_size=vocab, head=head, head_options=dict(entry.get("options", {})), **sizes)
+    if head == "softmax_matched":
+        target_name = cfg.head_options.get("match")
+        targets = [e for e in study["heads"] if e["name"] == target_name and e is not entry]
+        if not targets:
+            raise AuditError(f"head {entry['name']!r}: options.match must name another head, got {target_name!r}")
+        if targets[0].get("head", targets[0]["name"]) == "softmax_matched":
+            raise AuditError(f"head {entry['name']!r}: cannot match another softmax_matched arm")
+        cfg = solve_matched_size(count_params(entry_model_config(study, targets[0], vocab)), cfg)
+    return cfg
+
+
+def head_counts(study: dict, corpus: str, vocab: int | None = None) -> list[tuple[str, int, object]]:
+    """(name, trainable parameters, ModelConfig) for every head entry of a study."""
+    vocab = vocab_size(study, corpus) if vocab is None else vocab
+    rows = []
+    for entry in study["heads"]:
+        cfg = entry_model_config(study, entry, vocab)
+        rows.append((entry["name"], count_params(cfg), cfg))
+    return rows
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m audit params",
+                                     description="Print '<head> <n_params>' for each head of a study.")
+    parser.add_argument("config", help="study config YAML")
+    parser.add_argument("--corpus", help="corpus to size the vocabulary (default: the study's first)")
+    parser.add_argument("--vocab-size", type=int, help="use this V instead of counting the corpus")
+    parser.add_argument("--sizes", action="store_true", help="also print d, H and d' of each head")
+    args = parser.parse_args(argv)
+    from audit.config import load_study
+
+    study = load_study(args.config)
+    corpus = args.corpus or study.get("data", {}).get("corpora", ["ptb"])[0]
+    for name, count, cfg in head_counts(study, corpus, args.vocab_size):
+        extra = f" d={cfg.emb_size} H={cfg.hidden_size} d'={cfg.d_out}" if args.sizes else ""
+        print(f"{name} {count}{extra}")
+    return 0

@@ -1,0 +1,264 @@
+"""Train one (corpus, head, seed) run: AWD-LSTM training with SGD then averaged SGD.
+
+Per epoch: variable-length BPTT with the learning rate scaled by the sequence length, AR and
+TAR penalties, gradient clipping, then validation with the averaged weights once averaging has
+started (NT-ASGD: non-monotone trigger; ET-ASGD: a fixed epoch). The best-validation weights
+are kept. Every epoch ends with an atomic checkpoint holding everything the next epoch depends
+on (weights, optimiser, average, RNG states, data position), so a killed job restarted with the
+same settings resumes and ends with exactly the metrics of an uninterrupted run on the CPU.
+A non-finite loss ends the run with status ``failed`` and the reason, instead of crashing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.optim.swa_utils import AveragedModel
+
+from audit.data.corpus import load as load_corpus
+from audit.device import resolve_device
+from audit.errors import AuditError
+from audit.files import atomic_save, atomic_write_text
+from audit.model.awd_lstm import LanguageModel, ModelConfig, count_parameters, detach_hidden, perplexity
+
+
+class Divergence(Exception):
+    """The training or validation loss stopped being finite."""
+
+
+def model_config(settings: dict, vocab_size: int) -> ModelConfig:
+    """The ModelConfig of a run; a capacity-matched softmax is solved against its target."""
+    def build(head, options, model):
+        return ModelConfig(vocab_size=vocab_size, head=head, head_options=dict(options), **model)
+
+    cfg = build(settings["head"], settings["options"], settings["model"])
+    if "match" in settings:
+        from audit.model.params import count_params, solve_matched_size
+
+        match = settings["match"]
+        cfg = solve_matched_size(count_params(build(match["head"], match["options"], match["model"])), cfg)
+    return cfg
+
+
+def batchify(data: torch.Tensor, batch_size: int, device: torch.device) -> torch.Tensor:
+    """Cut a 1-D id stream into ``batch_size`` parallel streams: shape (N, batch_size)."""
+    n = data.size(0) // batch_size
+    if n < 2:
+        raise AuditError(f"split of {data.size(0)} tokens is too short for batch size {batch_size}")
+    return data[: n * batch_size].view(batch_size, n).t().contiguous().to(device)
+
+
+def sequence_lengths(rng: np.random.Generator, bptt: int, variable: bool, delta: int) -> int:
+    """AWD-LSTM's variable BPTT: base bptt (p=0.95) or bptt/2, then N(base, 5), at least 5."""
+    if not variable:
+        return bptt
+    base = bptt if rng.random() < 0.95 else bptt / 2
+    return int(min(max(5, int(rng.normal(base, 5))), bptt + delta))
+
+
+@torch.no_grad()
+def evaluate_loss(model: torch.nn.Module, data: torch.Tensor, bptt: int) -> float:
+    """Mean negative log-likelihood per predicted token of a batchified split (N, B)."""
+    model.eval()
+    hidden = model.init_hidden(data.size(1))
+    total, count = 0.0, 0
+    for i in range(0, data.size(0) - 1, bptt):
+        seq_len = min(bptt, data.size(0) - 1 - i)
+        words, targets = data[i:i + seq_len], data[i + 1:i + 1 + seq_len]
+        log_probs, hidden, _, _ = model(words, hidden)
+        total += F.nll_loss(log_probs.reshape(-1, log_probs.size(-1)), targets.reshape(-1), reduction="sum").item()
+        count += targets.numel()
+    return total / count
+
+
+class Trainer:
+    """State of one run; ``state_dict``/``load_state_dict`` make it resumable."""
+
+    def __init__(self, settings: dict, corpus_path: str, log=print):
+        self.settings, self.t, self.log = settings, settings["train"], log
+        torch.set_num_threads(self.t["threads"])
+        self.device = resolve_device(self.t["device"])
+        corpus = load_corpus(corpus_path)
+        limits = settings.get("max_tokens") or {}
+        self.vocab = corpus.vocab
+        split = {s: corpus.split(s)[: limits.get(s) or None] for s in ("train", "valid")}
+        self.train_data = batchify(split["train"], self.t["batch_size"], self.device)
+        self.valid_data = batchify(split["valid"], self.t["eval_batch_size"], self.device)
+        self.cfg = model_config(settings, len(corpus.vocab))
+        torch.manual_seed(settings["seed"])  # one process per run: the seed fixes init and dropout
+        self.model = LanguageModel(self.cfg).to(self.device)
+        self.rng = np.random.default_rng(settings["seed"])  # sequence lengths
+        special = self.model.head.extra_param_groups()
+        special_ids = {id(p) for group in special for p in group["params"]}
+        main = [p for p in self.model.parameters() if p.requires_grad and id(p) not in special_ids]
+        groups = [{"params": main, "lr": self.t["lr"]}] + special
+        self.optimizer = torch.optim.SGD(groups, lr=self.t["lr"], weight_decay=self.t["wdecay"])
+        self.base_lrs = [g["lr"] for g in self.optimizer.param_groups]
+        self.average: AveragedModel | None = None
+        self.epoch, self.position, self.history, self.log_rows = 0, 0, [], []
+        self.best = {"valid_loss": math.inf, "epoch": 0, "state": None}
+
+    # ----- checkpointing -------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        return {
+            "epoch": self.epoch, "position": self.position, "history": self.history,
+            "log_rows": self.log_rows, "best": self.best,
+            "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+            "average": self.average.state_dict() if self.average is not None else None,
+            "torch_rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state_all() if self.device.type == "cuda" else None,
+            "numpy_rng": self.rng.bit_generator.state,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.epoch, self.position, self.history = state["epoch"], state["position"], state["history"]
+        self.log_rows, self.best = state["log_rows"], state["best"]
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        if state["average"] is not None:
+            self.start_averaging()
+            self.average.load_state_dict(state["average"])
+        torch.set_rng_state(state["torch_rng"])
+        if state["cuda_rng"] is not None:
+            torch.cuda.set_rng_state_all(state["cuda_rng"])
+        self.rng.bit_generator.state = state["numpy_rng"]
+
+    def start_averaging(self) -> None:
+        self.average = AveragedModel(self.model)  # equal-weight running mean: ASGD with t0=0, lambda=0
+
+    # ----- one epoch -----------------------------------------------------------------------
+    def train_epoch(self) -> dict:
+        t, model, data = self.t, self.model, self.train_data
+        model.train()
+        rows = data.size(0) - 1
+        budget = rows if t["epoch_tokens"] is None else math.ceil(t["epoch_tokens"] / t["batch_size"])
+        hidden = model.init_hidden(t["batch_size"])
+        total_loss, total_tokens, done, start = 0.0, 0, 0, time.perf_counter()
+        if t["epoch_tokens"] is None:
+            self.position = 0  # a full pass per epoch, from the start of the split
+        while done < budget:
+            if self.position >= rows - 1:
+                self.position, hidden = 0, model.init_hidden(t["batch_size"])
+            seq_len = min(sequence_lengths(self.rng, t["bptt"], t["variable_bptt"], t["max_seq_len_delta"]),
+                          rows - self.position, budget - done)
+            seq_len = max(seq_len, 2)  # TAR needs two time steps; rows - position >= 2 here
+            for group, base in zip(self.optimizer.param_groups, self.base_lrs):
+                group["lr"] = base * seq_len / t["bptt"]  # shorter sequences take smaller steps
+            words = data[self.position:self.position + seq_len]
+            targets = data[self.position + 1:self.position + 1 + seq_len]
+            hidden = detach_hidden(hidden)
+            log_probs, hidden, dropped, raw = model(words, hidden)
+            raw_loss = F.nll_loss(log_probs.reshape(-1, log_probs.size(-1)), targets.reshape(-1))
+            loss = raw_loss + t["alpha"] * dropped.pow(2).mean()           # AR
+            loss = loss + t["beta"] * (raw[1:] - raw[:-1]).pow(2).mean()   # TAR
+            if not torch.isfinite(loss):
+                raise Divergence(f"non-finite training loss at epoch {self.epoch + 1}, row {self.position}")
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], t["clip"])
+            self.optimizer.step()
+            if self.average is not None:
+                self.average.update_parameters(model)
+            total_loss += raw_loss.item() * targets.numel()
+            total_tokens += targets.numel()
+            self.position += seq_len
+            done += seq_len
+        seconds = time.perf_counter() - start
+        return {"train_loss": total_loss / total_tokens, "train_seconds": seconds,
+                "tokens_per_second": total_tokens / seconds}
+
+    def eval_model(self) -> torch.nn.Module:
+        return self.average.module if self.average is not None else self.model
+
+    def run_epoch(self) -> dict:
+        row = self.train_epoch()
+        self.epoch += 1
+        valid_loss = evaluate_loss(self.eval_model(), self.valid_data, self.t["bptt"])
+        if not math.isfinite(valid_loss):
+            raise Divergence(f"non-finite validation loss at epoch {self.epoch}")
+        row.update(epoch=self.epoch, valid_loss=valid_loss, averaging=self.average is not None,
+                   train_ppl=perplexity(row["train_loss"]), valid_ppl=perplexity(valid_loss))
+        if valid_loss < self.best["valid_loss"]:
+            state = {k: v.detach().cpu().clone() for k, v in self.eval_model().state_dict().items()}
+            self.best = {"valid_loss": valid_loss, "epoch": self.epoch, "state": state}
+        if self.average is None and self.should_switch(valid_loss):
+            self.start_averaging()
+            row["switched_to_asgd"] = True
+        if self.average is None:
+            self.history.append(valid_loss)
+        self.log_rows.append(row)
+        return row
+
+    def should_switch(self, valid_loss: float) -> bool:
+        t = self.t
+        if t["asgd"] == "et":
+            return self.epoch >= t["switch_epoch"]
+        if t["asgd"] == "nt":  # as coded by the reference: best loss *excluding* the last n epochs
+            n = t["nonmono"]
+            return len(self.history) > n and valid_loss > min(self.history[:-n])
+        return False
+
+
+def train(settings: dict, corpus_path: str, out_dir: str | os.PathLike, log=print) -> dict:
+    """Train (or resume) one run; write ``model.pt`` and ``metrics.json`` into ``out_dir``.
+
+    Returns:
+        The metrics dict written to ``metrics.json`` (``status`` is ``ok`` or ``failed``).
+    """
+    out = Path(out_dir)
+    checkpoint = out / "work" / "last.pt"
+    trainer = Trainer(settings, corpus_path, log)
+    if checkpoint.is_file():
+        trainer.load_state_dict(torch.load(checkpoint, weights_only=False, map_location=trainer.device))
+        log(f"resumed from {checkpoint} after epoch {trainer.epoch}")
+    status, error = "ok", ""
+    try:
+        while trainer.epoch < trainer.t["epochs"]:
+            row = trainer.run_epoch()
+            atomic_save(trainer.state_dict(), checkpoint)
+            log(f"epoch {row['epoch']:4d} | train loss {row['train_loss']:.4f} ppl {row['train_ppl']:9.2f} | "
+                f"valid ppl {row['valid_ppl']:9.2f} | {row['tokens_per_second']:8.0f} tok/s"
+                + (" | switched to ASGD" if row.get("switched_to_asgd") else ""))
+    except (Divergence, torch.cuda.OutOfMemoryError) as err:
+        status, error = "failed", f"{type(err).__name__}: {err}"
+        log(f"run failed: {error}")
+    best = trainer.best
+    weights = best["state"] if best["state"] is not None else trainer.model.state_dict()
+    best_row = next((r for r in trainer.log_rows if r["epoch"] == best["epoch"]), {})
+    metrics = {
+        "status": status, "error": error,
+        "study": settings["study"], "corpus": settings["corpus"], "head": settings["name"],
+        "seed": settings["seed"], "n_params": count_parameters(trainer.model),
+        "epochs_run": trainer.epoch, "best_epoch": best["epoch"],
+        "wall_seconds": sum(r["train_seconds"] for r in trainer.log_rows),
+        "tokens_per_second": float(np.mean([r["tokens_per_second"] for r in trainer.log_rows])) if trainer.log_rows else math.nan,
+        "train_ppl": best_row.get("train_ppl", math.nan), "valid_ppl": best_row.get("valid_ppl", math.nan),
+        "device": str(trainer.device), "model": trainer.cfg.to_dict(), "settings": settings,
+        "log": trainer.log_rows,
+    }
+    atomic_save({"config": trainer.cfg.to_dict(), "state": weights, "vocab": trainer.vocab}, out / "model.pt")
+    atomic_write_text(json.dumps(metrics, indent=1, sort_keys=True, allow_nan=True), out / "metrics.json")
+    return metrics
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m audit train", description=__doc__)
+    parser.add_argument("--settings", required=True, help="JSON run settings (audit.config.run_settings)")
+    parser.add_argument("--corpus", required=True, help="corpus cache written by `audit prepare`")
+    parser.add_argument("--out-dir", required=True, help="run folder for model.pt, metrics.json, work/")
+    args = parser.parse_args(argv)
+    try:
+        settings = json.loads(args.settings)
+    except json.JSONDecodeError as err:
+        raise AuditError(f"--settings is not valid JSON: {err}") from None
+    metrics = train(settings, args.corpus, args.out_dir, log=lambda msg: print(msg, flush=True))
+    print(f"{metrics['status']}: {settings['name']} seed {settings['seed']} valid ppl {metrics['valid_ppl']:.2f}")
+    return 0

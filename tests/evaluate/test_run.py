@@ -1,0 +1,64 @@
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from audit.evaluate.run import evaluate_run, load_model, stream_rows
+from audit.train.trainer import batchify, evaluate_loss, train
+from helpers import tiny_settings
+
+
+def train_and_sharpen(settings, corpus, run_dir, scale=20.0):
+    """Train briefly, then scale the tied embedding so that logits vary by several units across
+    contexts, as in a trained model: a barely trained tiny model's log-P is numerically close to
+    rank 1, which would test nothing about the heads' rank bounds."""
+    train(settings, corpus, run_dir, log=lambda m: None)
+    blob = torch.load(run_dir / "model.pt", weights_only=False)
+    for key in ("encoder.weight", "head.embedding.weight"):  # one tied matrix, saved under both names
+        blob["state"][key] *= scale
+    torch.save(blob, run_dir / "model.pt")
+
+
+@pytest.fixture(scope="module")
+def trained(ptb_corpus, tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("run")
+    train_and_sharpen(tiny_settings(head="sigsoftmax", epochs=1, alpha=0.0, beta=0.0), ptb_corpus, run_dir)
+    return run_dir
+
+
+def test_eval_matches_an_independent_computation(trained, ptb_corpus, mirror):
+    result = evaluate_run(trained, str(ptb_corpus), str(mirror / "wordsim"))
+    model, vocab = load_model(trained / "model.pt", torch.device("cpu"))
+    from audit.data.corpus import load
+
+    test = load(ptb_corpus).test[:1000]
+    loss = evaluate_loss(model, batchify(test, 1, torch.device("cpu")), 20)  # same stream, other code path
+    assert result["test_ppl"] == pytest.approx(math.exp(loss), rel=1e-6)
+    assert result["test_tokens"] == 999 and result["contexts"] == 300
+    # Press rank from a materialised float64 SVD of the same float32 rows
+    rows = torch.cat(list(stream_rows(model, test, 20, 300))).double().numpy()
+    assert rows.shape == (300, 10_000)
+    sv = np.linalg.svd(rows, compute_uv=False)
+    tol = 0.5 * math.sqrt(sum(rows.shape) + 1) * sv[0] * np.finfo(np.float32).eps
+    assert result["press_rank"] == int((sv > tol).sum())
+    assert len(result["wordsim"]) == 13 and result["wordsim_found"]["EN-WS-353-ALL"] > 100
+    spectrum = np.load(trained / "spectrum.npz")
+    k = result["press_rank"]  # values above the tolerance agree; below it the float64 Gram resolves ~1e-8 of s_max
+    assert np.allclose(spectrum["log_p_sv"][:k], sv[:k], rtol=1e-6)
+    assert json.loads((trained / "eval.json").read_text())["press_rank"] == result["press_rank"]
+
+
+def test_softmax_rank_is_d_plus_2_and_logit_rank_d_plus_1(ptb_corpus, mirror, tmp_path):
+    train_and_sharpen(tiny_settings(head="softmax", epochs=1, alpha=0.0, beta=0.0), ptb_corpus, tmp_path)
+    result = evaluate_run(tmp_path, str(ptb_corpus), str(mirror / "wordsim"))
+    assert result["press_rank"] == 8 + 2
+    assert result["f_logits_press_rank"] == 8 + 1
+
+
+def test_failed_run_is_recorded_not_evaluated(ptb_corpus, mirror, tmp_path):
+    train(tiny_settings(lr=1e30, clip=1e30), ptb_corpus, tmp_path, log=lambda m: None)
+    result = evaluate_run(tmp_path, str(ptb_corpus), str(mirror / "wordsim"))
+    assert result == {"status": "failed"}
+    assert (tmp_path / "wordsim_pairs.csv").read_text().strip() == "benchmark,word1,word2,gold,cosine"

@@ -1,0 +1,123 @@
+"""Parameter counts (audit.model.params) against the published figures and an independent formula.
+
+Published counts (protocol.md 1.1, 1.5, 2.4): PTB softmax 24,221,600, PLIF 24,321,600,
+MoS K = 1..20 19,057,620 ... 22,373,120; WT2 softmax 33,556,078, MoS K = 10, 15, 20
+33,929,778 / 34,909,528 / 35,889,278; fair-comparison MoS (d = d' = 280) 17,535,200,
+Softmax-dagger (d = 280) "16.35M" and Softmax-double-dagger (d = 340) "17.56M".
+"""
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from audit.errors import AuditError
+from audit.model.awd_lstm import LanguageModel, ModelConfig, count_parameters
+from audit.model.params import PINNED_VOCAB, count_params, entry_model_config, main, solve_matched_size
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def lstm_softmax_formula(V, d, H, layers=3, last=None):
+    """Closed form: tied embedding V d, decoder bias V, LSTM layer (i -> o): 4o(i + o) + 8o."""
+    last = last or d
+    sizes = [d] + [H] * (layers - 1) + [last]
+    lstm = sum(4 * o * (i + o) + 8 * o for i, o in zip(sizes[:-1], sizes[1:]))
+    return V * d + V + lstm
+
+
+def mos_cfg(V, d, H, last, K=15, **kw):
+    return ModelConfig(vocab_size=V, emb_size=d, hidden_size=H, last_size=last, head="mos",
+                       head_options={"experts": K}, **kw)
+
+
+@pytest.mark.parametrize("V,expected", [(10000, 24_221_600), (33278, 33_556_078)])
+def test_softmax_family_counts(V, expected):
+    base = ModelConfig(vocab_size=V)
+    assert count_params(base) == expected == lstm_softmax_formula(V, 400, 1150)
+    for head in ("sigsoftmax", "gss", "plif_frozen"):
+        assert count_params(dataclasses.replace(base, head=head)) == expected
+    assert count_params(dataclasses.replace(base, head="plif")) == expected + 100_000
+
+
+def test_meta_count_equals_a_real_model():
+    cfg = ModelConfig(vocab_size=10000, head="plif")
+    assert count_parameters(LanguageModel(cfg)) == count_params(cfg) == 24_321_600
+
+
+@pytest.mark.parametrize("K,expected", [(1, 19_057_620), (3, 19_406_620), (5, 19_755_620),
+                                        (10, 20_628_120), (15, 21_500_620), (20, 22_373_120)])
+def test_ptb_mos_counts(K, expected):
+    assert count_params(mos_cfg(10000, 280, 960, 620, K)) == expected
+    latent_prior = 620 * K * 280 + K * 280 + 620 * K
+    assert expected == lstm_softmax_formula(10000, 280, 960, last=620) + latent_prior
+
+
+@pytest.mark.parametrize("K,expected", [(10, 33_929_778), (15, 34_909_528), (20, 35_889_278)])
+def test_wt2_mos_counts(K, expected):
+    assert count_params(mos_cfg(33278, 300, 1150, 650, K)) == expected
+    for head in ("moc",):
+        assert count_params(dataclasses.replace(mos_cfg(33278, 300, 1150, 650, K), head=head)) == expected
+
+
+def test_fair_comparison_counts_and_matched_softmax():
+    target = count_params(mos_cfg(10000, 280, 960, None))
+    assert target == 17_535_200
+    small = ModelConfig(vocab_size=10000, emb_size=280, hidden_size=960)
+    assert count_params(small) == 16_350_800                       # Softmax-dagger, "16.35M"
+    assert count_params(dataclasses.replace(small, emb_size=340)) == 17_560_880  # "17.56M"
+    solved = solve_matched_size(target, dataclasses.replace(small, head="softmax_matched"))
+    gap = lambda d: abs(count_params(dataclasses.replace(solved, emb_size=d)) - target)  # noqa: E731
+    d = solved.emb_size
+    assert solved.last_size is None and solved.head == "softmax_matched"
+    assert gap(d) / target < 0.005 and gap(d) <= gap(d - 1) and gap(d) <= gap(d + 1)
+    assert d == 339  # the paper's 340 is the second-closest integer
+
+
+def test_matched_size_out_of_reach_is_an_error():
+    with pytest.raises(AuditError, match="softmax_matched"):
+        solve_matched_size(1000, ModelConfig(vocab_size=10000))
+
+
+def test_entry_model_config_resolves_matching():
+    study = {"model": {"hidden_size": 960},
+             "heads": [{"name": "m", "head": "mos", "options": {"experts": 15},
+                        "model": {"emb_size": 280, "last_size": 280}},
+                       {"name": "s", "head": "softmax_matched", "options": {"match": "m"}}]}
+    cfg = entry_model_config(study, study["heads"][1], 10000)
+    assert cfg.emb_size == 339 and cfg.hidden_size == 960
+    study["heads"][1]["options"]["match"] = "missing"
+    with pytest.raises(AuditError, match="match"):
+        entry_model_config(study, study["heads"][1], 10000)
+
+
+def test_pinned_vocab_sizes_match_the_mirror():
+    from audit.data.corpus import tokenise
+
+    mirror = ROOT.parent / "shared" / "data"
+    if not (mirror / "ptb" / "train.txt").is_file():
+        pytest.skip("no data mirror")
+    for corpus, size in PINNED_VOCAB.items():
+        assert len(set(tokenise(mirror / corpus / "train.txt"))) == size
+
+
+@pytest.mark.parametrize("config,expected", [
+    ("paper-ptb.yaml", {"softmax": 24_221_600, "sigsoftmax": 24_221_600, "gss": 24_221_600,
+                        "plif": 24_321_600, "plif_frozen": 24_221_600, "mos": 21_500_620,
+                        "moc": 21_500_620, "mos_uniform": 21_491_320, "mos_fair": 17_535_200,
+                        "softmax_matched": 17_540_476}),
+    ("paper-wt2.yaml", {"softmax": 33_556_078, "gss": 33_556_078, "plif": 33_656_078,
+                        "mos": 34_909_528, "moc": 34_909_528, "mos_uniform": 34_899_778}),
+    # LK-paper Table 5: MoS-dagger 17.53M, Softmax-dagger 16.35M, Softmax-double-dagger solved (339)
+    ("fair-comparison-paper.yaml", {"mos_fair": 17_535_200, "softmax_fair": 16_350_800,
+                                    "softmax_matched": 17_540_476}),
+    # LK-SM Table 4's MoS K sweep at d' = 620 (K = 15: the PTB MoS count)
+    ("mos-sweep-paper-ptb.yaml", {"mos_experts15_dropoutl0.29": 21_500_620, "mos_experts15_dropoutl0": 21_500_620}),
+])
+def test_params_cli_on_paper_configs(config, expected, capsys):
+    assert main([str(ROOT / "configs" / config), "--vocab-size",
+                 str(33278 if "wt2" in config else 10000)]) == 0
+    counts = dict(line.split()[:2] for line in capsys.readouterr().out.splitlines())
+    for name, count in expected.items():
+        assert int(counts[name]) == count, name
+    assert "mixtape" in counts or not config.startswith("paper-")

@@ -1,0 +1,91 @@
+"""Figures: deterministic SVG bytes, one mark per run, escaped text, clean 'no data' output."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from audit.plots import EMPTY_MARK
+from audit.report import figures
+
+
+def _runs(rng: np.random.Generator, heads=("softmax", "sigsoftmax"), seeds=(1, 2, 3, 4)) -> pd.DataFrame:
+    rows = [{"corpus": "ptb", "head": h, "seed": str(s), "status": "ok",
+             "test_ppl": 100 + i + rng.standard_normal(), "press_rank": 400 + 100 * i + s}
+            for i, h in enumerate(heads) for s in seeds]
+    rows.append({"corpus": "ptb", "head": heads[0], "seed": "9", "status": "failed",
+                 "test_ppl": np.nan, "press_rank": np.nan})
+    return pd.DataFrame(rows)
+
+
+def _marks(svg: str) -> int:
+    """Scatter points: each marker of a PathCollection (scatter, legend handle) is one <use>."""
+    groups = re.findall(r'<g id="PathCollection_\d+">(.*?)</g>', svg, flags=re.S)
+    return sum(group.count("<use ") for group in groups)
+
+
+def test_same_inputs_give_identical_bytes():
+    """Two renderings of the same data are byte-identical (hash salt, no date)."""
+    runs = _runs(np.random.default_rng(1))
+    assert figures.seed_strip(runs) == figures.seed_strip(runs)
+    curves = {("ptb", "softmax"): [np.linspace(5, 1, 30)], ("ptb", "mos"): [np.linspace(9, 0, 30)]}
+    first = figures.rank_decay(curves)
+    assert first == figures.rank_decay(curves)
+    assert "<dc:date>" not in first
+
+
+def test_strip_shows_every_successful_seed():
+    """One point per ok run; the failed run is not drawn; head labels are text (fonttype none)."""
+    runs = _runs(np.random.default_rng(2))
+    svg = figures.seed_strip(runs)
+    assert _marks(svg) == int((runs["status"] == "ok").sum())
+    assert "sigsoftmax" in svg and "(n=4)" in svg
+
+
+def test_rank_vs_ppl_prints_the_correlation_row():
+    """The unrestricted run-level Pearson r of the correlations table appears in the panel."""
+    runs = _runs(np.random.default_rng(3))
+    corr = pd.DataFrame([{"corpus": "ptb", "x": "press_rank", "y": "test_ppl", "level": "runs",
+                          "restriction": "none", "pearson_r": 0.4321, "pearson_ci_low": 0.1,
+                          "pearson_ci_high": 0.7, "pearson_perm_p": 0.012, "spearman_rho": 0.3,
+                          "spearman_ci_low": 0.0, "spearman_ci_high": 0.6, "n": 8}])
+    svg = figures.rank_vs_metric(runs, corr)
+    assert "Pearson r = 0.43 [0.10, 0.70]" in svg
+    assert _marks(svg) == 8 + 2  # 8 runs and one legend marker per head
+    assert "no correlation declared" in figures.rank_vs_metric(runs, None)
+
+
+def test_markup_in_a_head_name_is_escaped():
+    runs = _runs(np.random.default_rng(4), heads=("softmax", "<b>evil</b>"))
+    svg = figures.seed_strip(runs)
+    assert "<b>" not in svg and "&lt;b&gt;evil&lt;/b&gt;" in svg
+
+
+def test_wins_heatmap_cells():
+    wins = pd.DataFrame([{"corpus": "ptb", "head_i": "a", "head_j": "b", "wins": 11, "n_benchmarks": 13},
+                         {"corpus": "ptb", "head_i": "b", "head_j": "a", "wins": 7, "n_benchmarks": 13}])
+    svg = figures.wins_heatmap(wins)
+    assert "benchmarks (of 13) where i beats j" in svg
+    texts = re.findall(r"<text[^>]*>([^<]*)</text>", svg)
+    # the two off-diagonal counts (odd, so no colour-bar tick label can match; the diagonal is blank)
+    assert "11" in texts and "7" in texts
+
+
+def test_no_data_gives_an_empty_marked_figure():
+    """Figures without data are small SVGs carrying EMPTY_MARK, so the page leaves them out."""
+    runs = _runs(np.random.default_rng(5))
+    failed = runs.assign(status="failed")
+    for svg in (figures.seed_strip(failed), figures.rank_decay({("ptb", "softmax"): [np.array([])]}),
+                figures.wins_heatmap(pd.DataFrame()), figures.rank_vs_metric(runs.drop(columns="press_rank"), None)):
+        assert EMPTY_MARK in svg and svg.lstrip().startswith("<?xml")
+    assert EMPTY_MARK not in figures.seed_strip(runs)
+
+
+def test_jacobian_figure_draws_one_line_per_head_and_the_threshold():
+    curves = {("ptb", "softmax"): [np.array([1.0, 0.5, 1e-5]), np.array([1.0, 0.3, 1e-6])],
+              ("ptb", "mos"): [np.array([1.0, 0.9, 0.2])]}
+    svg = figures.jacobian_spectra(curves, threshold=1e-3)
+    assert "softmax (n=2)" in svg and "mos (n=1)" in svg and "threshold 0.001" in svg
+    assert EMPTY_MARK in figures.jacobian_spectra({})

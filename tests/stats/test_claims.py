@@ -1,0 +1,122 @@
+"""Claims table: verdicts from comparison and correlation evidence, and every way to be inconclusive."""
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from audit.errors import AuditError
+from audit.stats.claims import COLUMNS, claims_table, judge_correlation
+from audit.stats.comparisons import comparisons_table
+from audit.stats.correlations import correlations_table
+from audit.stats.io import Settings, load_config
+
+FAST = Settings(bootstrap_resamples=2000)
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def exact_sample(mean, sd, n=10, seed=0):
+    z = np.random.default_rng(seed).normal(size=n)
+    return mean + sd * (z - z.mean()) / z.std(ddof=1)
+
+
+def make_runs(arms, corpus="ptb"):
+    rows = []
+    for i, (head, (mean, sd, n)) in enumerate(arms.items()):
+        for s, v in enumerate(exact_sample(mean, sd, n, seed=i)):
+            rows.append(dict(corpus=corpus, head=head, seed=str(s), status="ok", test_ppl=v,
+                             press_rank=400.0 + 10 * s if head != "mos" else 9000.0 + s))
+    return pd.DataFrame(rows)
+
+
+def run_claims(runs, config):
+    comp = comparisons_table(runs, config, FAST)
+    corr = correlations_table(runs, config, FAST)
+    return claims_table(runs, config, FAST, comp, corr)
+
+
+def claim(cid, a, b, expect, **extra):
+    return {"id": cid, "source": "test", "comparison": {"head_a": a, "head_b": b, "metric": "test_ppl"},
+            "expect": expect, **extra}
+
+
+def test_default_study_gets_every_claim_with_not_run_reasons():
+    # the default study runs only softmax and sigsoftmax
+    runs = make_runs({"softmax": (57.08, 0.10, 10), "sigsoftmax": (57.03, 0.15, 10)})
+    config = load_config(ROOT / "configs" / "claims.yaml")
+    t = run_claims(runs, config)
+    assert list(t.columns) == COLUMNS
+    assert t["claim_id"].tolist() == [c["id"] for c in config["claims"]]   # one corpus: one row each
+    by = t.set_index("claim_id")
+    for cid in ("plif-lowers-ppl", "mos-lowers-ppl", "mos-raises-rank", "gating-matters-beyond-rank",
+                "learned-plif-no-better-than-frozen", "mos-no-better-than-matched-softmax",
+                "logp-rank-correlates-with-ppl"):
+        assert by.loc[cid, "verdict"] == "inconclusive" and by.loc[cid, "reason"].startswith("not run"), cid
+    # sigsoftmax vs softmax is testable: LK's numbers give p = 0.39 -> not significant, no margin
+    assert by.loc["sigsoftmax-lowers-ppl", "verdict"] == "inconclusive"
+    assert "no equivalence_margin" in by.loc["sigsoftmax-lowers-ppl", "reason"]
+
+
+def test_too_few_seeds_is_inconclusive():
+    runs = make_runs({"softmax": (57.0, 0.1, 10), "plif": (55.0, 0.1, 3)})
+    t = run_claims(runs, {"claims": [claim("c", "plif", "softmax", "lower")]})
+    row = t.iloc[0]
+    assert row.verdict == "inconclusive" and row.reason.startswith("too few seeds")
+    assert (row.n_a, row.n_b) == (3, 10)
+
+
+@pytest.mark.parametrize("mean_a, expect, margin, verdict", [
+    (56.0, "lower", None, "supported"),
+    (58.0, "lower", None, "contradicted"),
+    (57.0, "lower", 0.3, "equivalent"),
+    (57.0, "equivalent", 0.3, "supported"),
+    (56.0, "equivalent", 0.3, "contradicted"),
+    (57.0, "not_lower", 0.3, "supported"),
+    (58.0, "not_lower", None, "supported"),
+    (56.0, "not_lower", None, "contradicted"),
+    (56.0, "higher", None, "contradicted"),
+    (57.05, "lower", None, "inconclusive"),
+])
+def test_comparison_verdicts(mean_a, expect, margin, verdict):
+    runs = make_runs({"softmax": (57.0, 0.1, 10), "plif": (mean_a, 0.1, 10)})
+    extra = {"equivalence_margin": margin} if margin else {}
+    t = run_claims(runs, {"claims": [claim("c", "plif", "softmax", expect, **extra)]})
+    assert t.iloc[0].verdict == verdict
+    assert t.iloc[0].evidence_table == "claims (computed here)"
+
+
+def test_evidence_from_a_study_family_in_reversed_orientation():
+    runs = make_runs({"softmax": (57.0, 0.1, 10), "plif": (56.5, 0.1, 10), "mos": (55.0, 0.2, 10)})
+    config = {"comparisons": [{"family": "f", "baseline": "softmax", "against": ["plif", "mos"],
+                               "metrics": ["test_ppl"]}],
+              "claims": [claim("c", "softmax", "plif", "higher")]}       # stated the other way round
+    comp = comparisons_table(runs, config, FAST)
+    t = claims_table(runs, config, FAST, comp, None)
+    row, ev = t.iloc[0], comp[comp.head_a == "plif"].iloc[0]
+    assert row.verdict == "supported" and row.evidence_table == "comparisons.csv"
+    assert row.estimate == pytest.approx(-ev["diff"]) and row.p_adj == ev.p_adj
+    assert (row.ci_low, row.ci_high) == pytest.approx((-ev.diff_ci_high, -ev.diff_ci_low))
+    assert "family=f" in row.evidence and "(m=2)" in row.p_name
+
+
+def test_correlation_claims():
+    assert judge_correlation("negative", -0.6, 0.001, 30, FAST)[0] == "supported"
+    assert judge_correlation("positive", -0.6, 0.001, 30, FAST)[0] == "contradicted"
+    assert judge_correlation("nonzero", 0.1, 0.4, 30, FAST)[0] == "inconclusive"
+    assert judge_correlation("nonzero", 0.9, 0.001, 4, FAST)[1].startswith("too few points")
+    runs = make_runs({"softmax": (57.0, 0.1, 10), "mos": (55.0, 0.1, 10)})
+    config = {"correlations": [{"name": "r", "x": "press_rank", "y": "test_ppl"}],
+              "claims": [{"id": "k", "source": "s", "expect": "negative", "correlation": {"name": "r"}}]}
+    row = run_claims(runs, config).iloc[0]
+    assert row.verdict == "supported" and row.kind == "correlation" and row.estimate < 0
+
+
+def test_claim_validation():
+    runs = make_runs({"softmax": (57.0, 0.1, 10)})
+    with pytest.raises(AuditError, match="expect must be one of"):
+        run_claims(runs, {"claims": [claim("c", "plif", "softmax", "better")]})
+    with pytest.raises(AuditError, match="exactly one of"):
+        run_claims(runs, {"claims": [{"id": "c", "source": "s", "expect": "lower"}]})
+    with pytest.raises(AuditError, match="missing key 'source'"):
+        run_claims(runs, {"claims": [{"id": "c", "comparison": {}}]})

@@ -1,0 +1,104 @@
+"""Loading and validating the runs table, the study config and word pairs; atomic writes."""
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from audit.errors import AuditError
+from audit.stats.io import Settings, arm, load_config, load_pairs, load_runs, write_table
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+def test_runs_table_with_failed_rows_and_nans():
+    runs = load_runs(FIX / "stats_runs_small.csv")
+    assert len(runs) == 5 and runs["seed"].tolist()[0] == "1"
+    soft = arm(runs, "ptb", "softmax", "test_ppl")
+    assert soft.values.tolist() == [57.1, 57.0] and (soft.n_failed, soft.n_missing) == (1, 0)
+    sig = arm(runs, "ptb", "sigsoftmax", "test_ppl")
+    assert sig.values.tolist() == [56.9] and (sig.n_failed, sig.n_missing) == (0, 1)
+    assert not arm(runs, "ptb", "mos", "test_ppl").present
+
+
+def test_optional_corpus_and_status(tmp_path):
+    p = tmp_path / "r.csv"
+    pd.DataFrame({"head": ["softmax", "mos"], "seed": [1, 1], "test_ppl": [57.0, 55.0]}).to_csv(p, index=False)
+    runs = load_runs(p)
+    assert set(runs["corpus"]) == {"all"} and set(runs["status"]) == {"ok"}
+
+
+@pytest.mark.parametrize("frame, message", [
+    ({"seed": [1], "test_ppl": [1.0]}, "missing required column 'head'"),
+    ({"head": ["a"], "seed": [1], "status": ["done"]}, "column 'status' has value 'done'"),
+    ({"head": ["a"], "seed": [1], "test_ppl": ["57,1"]}, "column 'test_ppl' has non-numeric value '57,1' \\(row 2\\)"),
+    ({"head": ["a", "a"], "seed": [1, 1]}, "duplicate run"),
+])
+def test_runs_errors_name_file_and_column(tmp_path, frame, message):
+    p = tmp_path / "runs.csv"
+    pd.DataFrame(frame).to_csv(p, index=False)
+    with pytest.raises(AuditError, match=message) as err:
+        load_runs(p)
+    assert str(err.value).startswith(str(p)) and "\n" not in str(err.value)
+
+
+def test_missing_runs_file():
+    with pytest.raises(AuditError, match="runs table not found"):
+        load_runs("/nonexistent/runs.csv")
+
+
+def test_config_merges_claims_file_and_rejects_duplicates(tmp_path):
+    cfg = load_config(FIX / "stats_study.yaml")
+    ids = [c["id"] for c in cfg["claims"]]
+    assert "plif-lowers-ppl" in ids and len(ids) == len(set(ids))
+    (tmp_path / "claims.yaml").write_text("claims:\n  - {id: x, source: s}\n")
+    (tmp_path / "study.yaml").write_text("claims_file: claims.yaml\nclaims:\n  - {id: x, source: t}\n")
+    with pytest.raises(AuditError, match="duplicate claim id 'x'"):
+        load_config(tmp_path / "study.yaml")
+    (tmp_path / "study.yaml").write_text("claims_file: nope.yaml\n")
+    with pytest.raises(AuditError, match="claims_file 'nope.yaml' not found"):
+        load_config(tmp_path / "study.yaml")
+    (tmp_path / "study.yaml").write_text("comparisons: [\n")
+    with pytest.raises(AuditError, match="malformed YAML"):
+        load_config(tmp_path / "study.yaml")
+
+
+def test_settings_defaults_and_validation():
+    s = Settings.from_config(None)
+    assert (s.min_seeds, s.alpha, s.bootstrap_resamples, s.bootstrap_seed, s.power_target) == (5, 0.05, 10000, 12345, 0.8)
+    assert Settings.from_config({"bootstrap_resamples": 2000}).bootstrap_resamples == 2000
+    with pytest.raises(AuditError, match="unknown key stats.seeds"):
+        Settings.from_config({"seeds": 3}, "study.yaml")
+    with pytest.raises(AuditError, match="stats.alpha"):
+        Settings.from_config({"alpha": 1.5})
+
+
+def test_load_pairs(tmp_path):
+    p = tmp_path / "pairs.csv"
+    pd.DataFrame({"corpus": ["ptb"] * 2, "head": ["softmax"] * 2, "seed": ["1"] * 2, "benchmark": ["B"] * 2,
+                  "word1": ["null", "a"], "word2": ["nan", "b"], "gold": [1.0, 2.0],
+                  "cosine": [0.5, np.nan]}).to_csv(p, index=False)
+    pairs = load_pairs(p)
+    assert len(pairs) == 1 and pairs["word1"].iloc[0] == "null"   # words are never parsed as NaN
+    p.write_text("")
+    assert load_pairs(p).empty                                   # 0 bytes: no pairs, no error
+    pd.DataFrame({"head": ["a"]}).to_csv(p, index=False)
+    with pytest.raises(AuditError, match="missing required column 'seed'"):
+        load_pairs(p)
+
+
+def test_write_table_is_atomic(tmp_path):
+    target = tmp_path / "out" / "t.csv"
+    write_table(pd.DataFrame({"a": [1.0]}), target)
+    assert target.read_text() == "a\n1\n"
+
+    class Boom(pd.DataFrame):
+        def to_csv(self, *args, **kw):
+            raise RuntimeError("disk full")     # the table cannot be produced
+
+    with pytest.raises(RuntimeError):
+        write_table(Boom({"a": [2.0]}), target)
+    assert target.read_text() == "a\n1\n"        # old table intact
+    assert os.listdir(target.parent) == ["t.csv"]  # no temporary file left behind

@@ -1,0 +1,109 @@
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from audit.train.trainer import batchify, sequence_lengths, train
+from helpers import tiny_settings
+
+# wall-clock fields differ between any two runs; everything else must be identical
+TIMING = {"wall_seconds", "tokens_per_second", "train_seconds"}
+
+
+def comparable(metrics: dict) -> dict:
+    out = {k: v for k, v in metrics.items() if k not in TIMING}
+    out["log"] = [{k: v for k, v in row.items() if k not in TIMING} for row in metrics["log"]]
+    return out
+
+
+def weights(run_dir):
+    return torch.load(run_dir / "model.pt", weights_only=False)["state"]
+
+
+def test_batchify_and_variable_bptt():
+    data = torch.arange(23)
+    batched = batchify(data, 4, torch.device("cpu"))
+    assert batched.shape == (5, 4) and batched[:, 1].tolist() == [5, 6, 7, 8, 9]
+    rng = np.random.default_rng(0)
+    lengths = [sequence_lengths(rng, 70, True, 40) for _ in range(2000)]
+    assert min(lengths) >= 5 and max(lengths) <= 110
+    assert 0.02 < np.mean(np.array(lengths) < 50) < 0.09  # the bptt/2 branch, p = 0.05
+    assert sequence_lengths(rng, 70, False, 40) == 70
+
+
+def test_same_seed_gives_identical_metrics_and_weights(ptb_corpus, tmp_path):
+    a = train(tiny_settings(seed=3), ptb_corpus, tmp_path / "a", log=lambda m: None)
+    b = train(tiny_settings(seed=3), ptb_corpus, tmp_path / "b", log=lambda m: None)
+    c = train(tiny_settings(seed=4), ptb_corpus, tmp_path / "c", log=lambda m: None)
+    assert a["status"] == "ok" and comparable(a) == comparable(b)
+    assert all(torch.equal(x, y) for x, y in zip(weights(tmp_path / "a").values(), weights(tmp_path / "b").values()))
+    assert a["valid_ppl"] != c["valid_ppl"]
+    assert a["log"][-1]["averaging"] or len(a["log"]) == 2
+    assert json.loads((tmp_path / "a" / "metrics.json").read_text())["valid_ppl"] == a["valid_ppl"]
+
+
+def test_killed_run_resumes_to_exactly_the_uninterrupted_metrics(ptb_corpus, tmp_path):
+    settings = tiny_settings(seed=5, epochs=4)
+    reference = train(settings, ptb_corpus, tmp_path / "ref", log=lambda m: None)
+    run_dir = tmp_path / "killed"
+    cmd = [sys.executable, "-m", "audit", "train", "--settings", json.dumps(settings),
+           "--corpus", str(ptb_corpus), "--out-dir", str(run_dir)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    checkpoint = run_dir / "work" / "last.pt"
+    deadline = time.time() + 120
+    while not checkpoint.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)  # mid-way through epoch 2 (or later), never after the end
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL and not (run_dir / "metrics.json").exists()
+    resumed = train(settings, ptb_corpus, run_dir, log=lambda m: None)
+    assert comparable(resumed) == comparable(reference)
+    assert all(torch.equal(x, y) for x, y in zip(weights(run_dir).values(), weights(tmp_path / "ref").values()))
+
+
+def test_divergence_is_a_failed_run_with_its_reason(ptb_corpus, tmp_path):
+    metrics = train(tiny_settings(lr=1e30, clip=1e30), ptb_corpus, tmp_path / "d", log=lambda m: None)
+    assert metrics["status"] == "failed"
+    assert metrics["error"].startswith("Divergence: non-finite training loss at epoch 1")
+    assert (tmp_path / "d" / "model.pt").is_file()
+    assert json.loads((tmp_path / "d" / "metrics.json").read_text())["status"] == "failed"
+
+
+def test_lr_is_scaled_by_sequence_length(ptb_corpus, monkeypatch):
+    from audit.train import trainer as train_module
+
+    monkeypatch.setattr(train_module, "sequence_lengths", lambda *args: 5)
+    trainer = train_module.Trainer(tiny_settings(lr=8.0, epoch_tokens=500), str(ptb_corpus), log=lambda m: None)
+    trainer.train_epoch()
+    assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(8.0 * 5 / 20)
+
+
+def test_averaging_starts_on_the_trigger_and_evaluation_uses_the_average(ptb_corpus):
+    from audit.train.trainer import Trainer
+
+    trainer = Trainer(tiny_settings(epochs=3, asgd="et", switch_epoch=1), str(ptb_corpus), log=lambda m: None)
+    first = trainer.run_epoch()
+    assert first["switched_to_asgd"] and trainer.average is not None and trainer.history == []
+    second = trainer.run_epoch()
+    assert second["averaging"] and trainer.eval_model() is trainer.average.module
+    current = dict(trainer.model.named_parameters())["rnns.0.lstm.weight_ih_l0"]
+    averaged = dict(trainer.average.module.named_parameters())["rnns.0.lstm.weight_ih_l0"]
+    assert not torch.equal(current, averaged)
+
+
+def test_nt_trigger_compares_with_the_best_loss_excluding_the_last_n():
+    from audit.train.trainer import Trainer
+
+    trainer = Trainer.__new__(Trainer)
+    trainer.t = {"asgd": "nt", "nonmono": 2}
+    trainer.history = [5.0, 4.0, 4.5, 4.6]
+    assert trainer.should_switch(4.1)       # worse than min(5.0, 4.0) = 4.0
+    assert not trainer.should_switch(3.9)
+    trainer.history = [5.0, 4.0]            # not more than n epochs of history yet
+    assert not trainer.should_switch(9.0)
