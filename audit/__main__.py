@@ -12,6 +12,7 @@ VERBS = {
     "fetch": "audit.data.fetch",          # obtain and checksum one data file
     "prepare": "audit.data.corpus",       # tokenise a corpus and cache its id tensors
     "train": "audit.train.trainer",       # train one (corpus, head, seed) run
+    "progress": "audit.train.progress",   # epochs done, best valid ppl, s/epoch, ETA of a study's runs
     "evaluate": "audit.evaluate.run",     # test perplexity, log-P spectrum, word similarity
     "collect": "audit.runs_table",        # gather per-run metrics into the runs table
     "stats": "audit.stats.cli",           # one statistics table from the runs table
@@ -36,6 +37,13 @@ def main(argv: list[str] | None = None) -> int:
         return int(module.main(argv[1:]) or 0)
     except AuditError as err:
         print(f"error: {err}", file=sys.stderr)
+        return 1
+    except Exception as err:  # a crash: keep the traceback for the log, then end it with one line
+        import traceback
+
+        traceback.print_exc()
+        message = " ".join(f"{type(err).__name__}: {err}".split())
+        print(f"error: {argv[0]} crashed: {message}", file=sys.stderr)  # the line the console shows
         return 1
 
 

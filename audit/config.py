@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import itertools
 import json
 from pathlib import Path
@@ -20,16 +21,152 @@ import yaml
 from audit.errors import AuditError
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "configs" / "schema.yaml"
+# train settings that hold for the whole study (one GPU pool): an arm may not override them, and
+# they stay out of a run's settings, so changing them never makes finished runs look out of date
+STUDY_WIDE_TRAIN_KEYS = ("runs_per_gpu",)
+# Scheduling only (they change no number of a run): kept out of run_settings, so changing them
+# never makes a finished run look out of date, and not overridable per arm.
+STUDY_WIDE_TRAIN_KEYS = ("runs_per_gpu",)
+# sections of a study that `python -m audit stats` reads (rules/stats.smk writes them out)
+STATS_SECTIONS = ("comparisons", "correlations", "claims", "claims_file", "stats", "published")
+# what a schema cannot say: these keys name their entries uniquely within a section
+_UNIQUE = {"comparisons": ("family", "comparisons family"), "correlations": ("name", "correlation"),
+           "claims": ("id", "claim id")}
 
 
+@functools.lru_cache(maxsize=1)
 def _schema() -> dict:
+    """The parsed schema, read once; callers never mutate it (defaults are copied out)."""
     if not SCHEMA_PATH.is_file():
         raise AuditError(f"missing config schema {SCHEMA_PATH}")
     return yaml.safe_load(SCHEMA_PATH.read_text())
 
 
+def schema_defaults(section: str) -> dict:
+    """``{key: default}`` of one object section of the schema (``$defs`` first, then the study's
+    top-level properties), e.g. ``schema_defaults("model")``. Torch-free, so that ModelConfig and
+    the statistics Settings take their defaults from the schema at import."""
+    schema = _schema()
+    node = schema.get("$defs", {}).get(section) or schema["properties"][section]
+    return {k: copy.deepcopy(v["default"]) for k, v in node["properties"].items() if "default" in v}
+
+
 def _key(path) -> str:
     return ".".join(f"[{p}]" if isinstance(p, int) else str(p) for p in path).replace(".[", "[") or "<top level>"
+
+
+def _with_defaults(cls):
+    """``cls`` that, wherever ``properties`` applies, first sets the missing keys that have a
+    ``default`` (a deep copy, so no two configs share a default list or mapping). The
+    jsonschema FAQ recipe, as Snakemake's ``validate(set_default=True)`` uses it."""
+    check_properties = cls.VALIDATORS["properties"]
+
+    def properties(validator, props, instance, schema):
+        if validator.is_type(instance, "object"):
+            for key, sub in props.items():
+                if isinstance(sub, dict) and "default" in sub and key not in instance:
+                    instance[key] = copy.deepcopy(sub["default"])
+        yield from check_properties(validator, props, instance, schema)
+
+    return jsonschema.validators.extend(cls, {"properties": properties})
+
+
+_Filling = _with_defaults(jsonschema.Draft202012Validator)
+
+
+def _explain(error) -> tuple:
+    """(path, message) of the error to report: a failing oneOf/anyOf that words its failure
+    with ``errorMessage`` speaks for the branch errors under it."""
+    node = error
+    while node is not None:
+        if node.validator in ("oneOf", "anyOf") and isinstance(node.schema, dict) and "errorMessage" in node.schema:
+            return node.absolute_path, node.schema["errorMessage"]
+        node = node.parent
+    return error.absolute_path, " ".join(error.message.split())   # one line, whatever the value
+
+
+def _validated(node: dict, data, source: str, prefix: tuple = ()):
+    """A copy of ``data`` checked against ``node`` (with the schema's ``$defs`` in reach) and
+    with every default filled in.
+
+    Raises:
+        AuditError: ``<source>: config key <prefix.path>: <message>``, one line, for the most
+            relevant problem (jsonschema's ``best_match``).
+    """
+    schema = {**node, "$defs": _schema().get("$defs", {})}
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(data))
+    if error is not None:
+        path, message = _explain(error)
+        raise AuditError(f"{source}: config key {_key([*prefix, *path])}: {message}")
+    data = copy.deepcopy(data)
+    for _ in _Filling(schema).iter_errors(data):  # valid already: this pass only fills defaults
+        pass
+    return data
+
+
+def _check_unique(section: str, entries: list, source: str, taken=()) -> None:
+    """No two entries of a statistics section (nor one and ``taken``) share their name."""
+    key, label = _UNIQUE[section]
+    seen = list(taken)
+    for i, entry in enumerate(entries):
+        if entry[key] in seen:
+            raise AuditError(f"{source}: config key {section}[{i}].{key}: duplicate {label} {entry[key]!r}")
+        seen.append(entry[key])
+
+
+def check_section(name: str, value, source: str = "config"):
+    """One statistics section (``comparisons``, ``correlations``, ``claims``, ``claims_file``,
+    ``stats``) checked against the study schema, with its defaults filled in; ``None`` stands
+    for an absent section (an empty ``stats:`` in YAML).
+
+    Raises:
+        AuditError: one line naming ``source`` and the key, e.g. ``comparisons[0].metrics``.
+    """
+    node = {"type": "object", "properties": {name: _schema()["properties"][name]}}
+    section = _validated(node, {} if value is None else {name: value}, source)[name]
+    if name in _UNIQUE:
+        _check_unique(name, section, source)
+    return section
+
+
+def check_stats_config(config: dict, source: str = "config") -> dict:
+    """A stats config (``stats_sections`` written out, a user's, or a whole study) checked
+    against the study schema's statistics sections, with their defaults filled in. The study's
+    other keys may be present and are left to ``check_study``; any other key is an error.
+
+    Raises:
+        AuditError: one line naming ``source`` and the key.
+    """
+    if not isinstance(config, dict):
+        raise AuditError(f"{source}: a stats config must be a mapping, got {type(config).__name__}")
+    props = _schema()["properties"]
+    node = {"type": "object", "additionalProperties": False,
+            "properties": {k: (v if k in STATS_SECTIONS else True) for k, v in props.items()}}
+    config = _validated(node, {k: v for k, v in config.items() if not (k in STATS_SECTIONS and v is None)},
+                        source)
+    for name in _UNIQUE:
+        _check_unique(name, config[name], source)
+    return config
+
+
+def read_claims_file(path: str | Path, taken=()) -> list[dict]:
+    """The claims of a claims file (``configs/claims.yaml``), checked against the schema's
+    ``claims_document`` with defaults filled in; ``taken`` are claim ids already used (the
+    study's own claims), which the file's must not repeat.
+
+    Raises:
+        AuditError: one line naming the file and the key (``claims[3].expect``).
+    """
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise AuditError(f"claims file not found: {path}") from None
+    except yaml.YAMLError as err:
+        raise AuditError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
+    claims = _validated({"$ref": "#/$defs/claims_document"}, data, str(path))["claims"]
+    _check_unique("claims", claims, str(path), taken)
+    return claims
 
 
 def check_study(config: dict, source: str = "config") -> dict:
@@ -41,15 +178,11 @@ def check_study(config: dict, source: str = "config") -> dict:
     if not isinstance(config, dict):
         raise AuditError(f"{source}: a study config must be a mapping, got {type(config).__name__}")
     schema = _schema()
-    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(config))
-    if error is not None:
-        raise AuditError(f"{source}: config key {_key(error.absolute_path)}: {error.message}")
-    from snakemake.utils import validate  # Snakemake's validate fills defaults the same way in the Snakefile
-
-    config = copy.deepcopy(config)
-    validate(config, str(SCHEMA_PATH), set_default=True)
+    config = _validated(schema, config, source)
     config["heads"] = expand_grids(config["heads"], source)
     _check_semantics(config, schema, source)
+    for name in _UNIQUE:
+        _check_unique(name, config[name], source)
     return config
 
 
@@ -120,6 +253,9 @@ def _check_semantics(config: dict, schema: dict, source: str) -> None:
             for key in entry.get(section, {}):
                 if key not in allowed:
                     raise AuditError(f"{source}: config key heads[{i}].{section}.{key}: unknown {section} setting")
+                if key in STUDY_WIDE_TRAIN_KEYS and section == "train":
+                    raise AuditError(f"{source}: config key heads[{i}].train.{key}: a study-wide setting; "
+                                     f"set it in the top-level train section")
         target = entry["options"].get("match")
         if entry["head"] == "softmax_matched" and target not in names:
             raise AuditError(f"{source}: config key heads[{i}].options.match: must name another head, got {target!r}")
@@ -158,7 +294,8 @@ def run_settings(config: dict, corpus: str, name: str, seed: int) -> dict:
         "head": entry["head"],
         "options": entry["options"],
         "model": {**config["model"], **entry.get("model", {})},
-        "train": {**config["train"], **entry.get("train", {})},
+        "train": {k: v for k, v in {**config["train"], **entry.get("train", {})}.items()
+                  if k not in STUDY_WIDE_TRAIN_KEYS},
         "max_tokens": config["data"]["max_tokens"],
         "evaluate": config["evaluate"],
     }
@@ -192,9 +329,10 @@ def stats_sections(config: dict) -> dict:
         path = Path(config["claims_file"])
         if not path.is_file():
             raise AuditError(f"config key claims_file: file not found: {path}")
-        claims += (yaml.safe_load(path.read_text()) or {}).get("claims", [])
+        claims += read_claims_file(path, taken=[c["id"] for c in claims])
     return {"study": config["study"], "comparisons": config["comparisons"],
-            "correlations": config["correlations"], "claims": claims, "stats": config["stats"]}
+            "correlations": config["correlations"], "claims": claims, "stats": config["stats"],
+            "published": config.get("published")}
 
 
 def write_yaml(data: dict, path: str | Path) -> None:

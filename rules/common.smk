@@ -6,7 +6,9 @@ import yaml
 from snakemake.utils import update_config
 
 from audit.config import check_study, run_settings, settings_json, stats_sections, write_yaml
+from audit.device import job_gpus, pool_size
 from audit.errors import AuditError
+from audit.report import registry as _report_registry
 
 # Rules call `python -m audit ...`: make `python` the interpreter running Snakemake (e.g. the one
 # in .venv when started as .venv/bin/snakemake), not whichever python comes first on PATH.
@@ -33,7 +35,7 @@ RESULTS = f"results/{STUDY}"  # run artefacts (ignored by git)
 REPORTS = f"reports/{STUDY}"  # the audit and its tables
 DATA = "results/data"  # verified copies of the data, shared by all studies
 RUN_DIR = RESULTS + "/runs/{corpus}/{head}/{seed}"
-STATS_TABLES = ["comparisons", "correlations", "wordsim_wins", "wordsim_diffs", "claims"]
+STATS_TABLES = [e.name for e in _report_registry.entries("table", "stats")]  # audit/report/registry.py
 WORDSIM_FILES = [
     "EN-MC-30.txt", "EN-MEN-TR-3k.txt", "EN-MTurk-287.txt", "EN-MTurk-771.txt",
     "EN-RG-65.txt", "EN-RW-STANFORD.txt", "EN-SIMLEX-999.txt", "EN-SimVerb-3500.txt",
@@ -72,10 +74,20 @@ def train_threads(wildcards):
 
 
 def train_gpus(wildcards):
-    """1 when the run will use CUDA (so --resources gpu=1 serialises GPU jobs), else 0."""
-    device = run_settings(config, wildcards.corpus, wildcards.head, int(wildcards.seed))["train"]["device"]
-    if device == "cpu":
-        return 0
-    import torch
+    """GPU slots of a run's job: 1 for `cuda` (decided from the config, so a plan made on a
+    CPU-only login node still requests GPUs), for `auto` 1 when this host has a GPU, else 0."""
+    return job_gpus(run_settings(config, wildcards.corpus, wildcards.head, int(wildcards.seed))["train"]["device"])
 
-    return 1 if torch.cuda.is_available() else 0
+
+# GPUs: `--resources gpu=G` means G GPUs. Each GPU job holds one slot, so the pool becomes
+# G x train.runs_per_gpu slots; the job itself picks a device (audit/device.py: Snakemake hands
+# out counts, not device ids). Jobs inherit these variables from this process (not via params:
+# a change of G must not make finished runs look out of date).
+RUNS_PER_GPU = config["train"]["runs_per_gpu"]
+os.environ["AUDIT_RUNS_PER_GPU"] = str(RUNS_PER_GPU)
+if "gpu" in workflow.global_resources and isinstance(workflow.global_resources["gpu"].value, int):
+    _gpus = workflow.global_resources["gpu"].value
+    os.environ["AUDIT_GPU_COUNT"] = str(_gpus)
+    workflow.global_resources["gpu"] = pool_size(_gpus, RUNS_PER_GPU)
+    print(f"GPU pool: gpu={_gpus} GPU(s) x {RUNS_PER_GPU} run(s) per GPU = "
+          f"{pool_size(_gpus, RUNS_PER_GPU)} concurrent GPU jobs", file=sys.stderr)

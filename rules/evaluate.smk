@@ -1,4 +1,5 @@
 # Evaluate: test perplexity, log-P spectrum and ranks, word similarity; then the runs table.
+from audit import resources as sizing  # SLURM runtime (minutes) and mem_mb from the study's size
 
 
 rule evaluate:
@@ -18,8 +19,12 @@ rule evaluate:
     threads: train_threads
     resources:
         gpu=train_gpus,
+        runtime=lambda wc: sizing.evaluate_minutes(run_settings(config, wc.corpus, wc.head, int(wc.seed))),
+        mem_mb=lambda wc: sizing.evaluate_mem_mb(run_settings(config, wc.corpus, wc.head, int(wc.seed))),
     log:
         f"logs/{STUDY}/evaluate/{{corpus}}/{{head}}/{{seed}}.log",
+    benchmark:  # wall s, peak memory, CPU s of the job; recorded in provenance.json
+        f"{RUN_DIR}/benchmark_evaluate.tsv"
     shell:
         "python -m audit evaluate --run-dir {params.run_dir} --corpus {input.corpus} "
         "--wordsim-dir {params.wordsim_dir} > {log} 2>&1"

@@ -10,7 +10,13 @@ rule stats_config:
     log:
         f"logs/{STUDY}/stats_config.log",
     run:
-        write_yaml(params.sections, output[0])
+        with open(log[0], "w") as handle:  # a run: rule writes its own log
+            try:
+                write_yaml(params.sections, output[0])
+            except Exception as err:
+                print(f"error: {err}", file=handle)
+                raise
+            print(f"stats config -> {output[0]}", file=handle)
 
 
 for _table in STATS_TABLES:

@@ -44,12 +44,8 @@ def synthetic_settings(wildcards):
 
 
 def synthetic_gpus(wildcards):
-    """1 when the fit will use CUDA (so --resources gpu=1 serialises GPU jobs), else 0."""
-    if config["synthetic"]["device"] == "cpu":
-        return 0
-    import torch
-
-    return 1 if torch.cuda.is_available() else 0
+    """GPU slots of a fit: decided from the config (`cuda`: 1 even on a CPU-only planning host)."""
+    return job_gpus(config["synthetic"]["device"])
 
 
 if SYNTHETIC_JOBS:
@@ -67,6 +63,8 @@ if SYNTHETIC_JOBS:
             alpha="[0-9.e+-]+",
         log:
             f"logs/{STUDY}/synthetic/{{head}}/d{{d}}/alpha{{alpha}}/seed{{seed}}.log",
+        benchmark:  # wall s, peak memory, CPU s of the fit
+            RESULTS + "/synthetic/{head}/d{d}/alpha{alpha}/seed{seed}.benchmark.tsv"
         shell:
             "python -m audit synthetic fit --settings {params.settings:q} --out {output} > {log} 2>&1"
 

@@ -1,4 +1,5 @@
 # Train: one job per (corpus, head, seed). A killed job resumes from its last epoch checkpoint.
+from audit import resources as sizing  # SLURM runtime (minutes) and mem_mb from the study's size
 
 
 rule train:
@@ -13,8 +14,12 @@ rule train:
     threads: train_threads
     resources:
         gpu=train_gpus,
+        runtime=lambda wc: sizing.train_minutes(run_settings(config, wc.corpus, wc.head, int(wc.seed))),
+        mem_mb=lambda wc: sizing.train_mem_mb(run_settings(config, wc.corpus, wc.head, int(wc.seed))),
     log:
         f"logs/{STUDY}/train/{{corpus}}/{{head}}/{{seed}}.log",
+    benchmark:  # wall s, peak memory, CPU s of the job (of its last attempt, if resumed); provenance.json
+        f"{RUN_DIR}/benchmark_train.tsv"
     shell:
         "python -m audit train --settings {params.settings:q} --corpus {input.corpus} "
         "--out-dir {params.run_dir} > {log} 2>&1"

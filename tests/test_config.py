@@ -1,10 +1,12 @@
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 import yaml
 
-from audit.config import check_study, load_study, run_settings, settings_json, stats_sections
+from audit.config import (check_stats_config, check_study, load_study, run_settings, schema_defaults,
+                          settings_json, stats_sections)
 from audit.errors import AuditError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -30,6 +32,20 @@ def test_defaults_are_filled_from_the_schema():
      "heads[0].options.match: must name another head"),
     (minimal(heads=[{"name": "softmax", "train": {"epoks": 3}}]), "heads[0].train.epoks: unknown train setting"),
     (minimal(heads=[{"name": "mos", "options": {"expert": 3}}]), "heads[0].options.expert: unknown option of head 'mos'"),
+    # the statistics sections: the schema's $defs, the same the stats verb checks a stats config against
+    (minimal(comparisons=[{"family": "f", "baseline": "softmax", "metrics": ["test_ppl"]}]),
+     "comparisons[0]: give 'baseline' and 'against', or 'pairs'"),
+    (minimal(comparisons=[{"family": "f", "pairs": [["a", "b"]], "metric": ["test_ppl"]}]),
+     "comparisons[0]: Additional properties are not allowed ('metric' was unexpected)"),
+    (minimal(comparisons=[{"family": "f", "pairs": [["a", "b"]], "metrics": ["m"], "family_by": ["head"]}]),
+     "comparisons[0].family_by[0]: 'head' is not one of ['corpus', 'metric']"),
+    (minimal(correlations=[{"name": "c", "x": "press_rank", "y": "test_ppl"}] * 2),
+     "correlations[1].name: duplicate correlation 'c'"),
+    (minimal(claims=[{"id": "c", "source": "s", "expect": "up",
+                      "comparison": {"head_a": "mos", "head_b": "softmax", "metric": "test_ppl"}}]),
+     "claims[0].expect: 'up' is not one of ['lower', 'higher', 'equivalent', 'not_lower', 'not_higher']"),
+    (minimal(stats={"alpha": 0.7}), "stats.alpha: 0.7 is greater than or equal to the maximum of 0.5"),
+    (minimal(stats={"min_seed": 3}), "stats: Additional properties are not allowed ('min_seed' was unexpected)"),
 ])
 def test_bad_configs_give_one_line_naming_the_key(config, key):
     with pytest.raises(AuditError) as err:
@@ -52,14 +68,32 @@ def test_run_settings_merge_head_overrides_and_are_canonical():
     settings = run_settings(config, "ptb", "big", 2)
     assert settings["model"]["emb_size"] == 8 and settings["train"]["lr"] == 1.0
     assert settings["model"]["hidden_size"] == 1150 and settings["seed"] == 2
-    assert settings_json(config, "ptb", "big", 2) == settings_json(config, "ptb", "big", 2)
-    assert json.loads(settings_json(config, "ptb", "big", 2)) == settings
+    text = settings_json(config, "ptb", "big", 2)
+    assert json.loads(text) == settings
+    # canonical: the same settings written in another key order give the same string ...
+    reordered = check_study({"heads": [{"train": {"lr": 1.0}, "model": {"emb_size": 8}, "head": "softmax", "name": "big"},
+                                       {"name": "softmax"}],
+                             "seeds": [2, 1], "study": "t"})
+    assert list(reordered["heads"][0]) != list(config["heads"][1]) and settings_json(reordered, "ptb", "big", 2) == text
+    assert text == json.dumps(json.loads(text), sort_keys=True)
+    # ... a setting of this run changes it, a setting of another arm does not
+    other = check_study(minimal(heads=[{"name": "softmax", "train": {"lr": 5.0}},
+                                       {"name": "big", "head": "softmax", "model": {"emb_size": 8}, "train": {"lr": 1.0}}]))
+    assert settings_json(other, "ptb", "big", 2) == text and settings_json(other, "ptb", "softmax", 2) != \
+        settings_json(config, "ptb", "softmax", 2)
+    assert settings_json(config, "ptb", "big", 1) != text and settings_json(config, "wikitext-2", "big", 2) != text
 
 
-def test_shipped_configs_validate():
-    for name in ("default", "smoke"):
-        config = load_study(REPO / "configs" / f"{name}.yaml")
-        assert config["study"] == name
+def test_shipped_configs_validate(monkeypatch):
+    monkeypatch.chdir(REPO)   # claims_file is relative to the repository root
+    studies = sorted(p for p in (REPO / "configs").glob("*.yaml") if p.name not in ("schema.yaml", "claims.yaml"))
+    assert len(studies) > 10
+    for path in studies:
+        config = load_study(path)
+        assert config["study"] == path.stem
+        sections = stats_sections(config)        # claims_file read and checked against the schema
+        # what rules/stats.smk writes passes the stats verb's check, every default already filled
+        assert check_stats_config(sections, "stats_config.yaml") == {**sections, "claims_file": None}
 
 
 def test_stats_sections_inline_the_claims_file(tmp_path, monkeypatch):
@@ -87,3 +121,71 @@ def test_grid_expands_into_one_arm_per_point_with_its_options():
 def test_grid_key_must_be_an_option_of_the_head():
     with pytest.raises(AuditError, match=r"study.yaml: config key heads\[0\].grid.experts: not an option of head 'gss'"):
         check_study(minimal(heads=[{"name": "gss", "grid": {"experts": [1, 2]}}]), "study.yaml")
+
+
+def test_stats_sections_get_the_schema_defaults():
+    config = check_study(minimal(
+        comparisons=[{"family": "f", "pairs": [["mos", "softmax"]], "metrics": ["test_ppl"]}],
+        correlations=[{"name": "c", "x": "press_rank", "y": "test_ppl"}],
+        claims=[{"id": "k", "source": "s", "expect": "nonzero", "correlation": {"name": "c"}}]))
+    assert config["stats"] == {"min_seeds": 5, "alpha": 0.05, "bootstrap_resamples": 10000,
+                               "bootstrap_seed": 12345, "power_target": 0.8} == schema_defaults("stats")
+    assert config["comparisons"][0]["family_by"] == [] and config["correlations"][0]["windows"] == []
+    assert config["claims"][0]["statement"] == ""
+    assert config["claims"][0]["correlation"] == {"name": "c", "level": "runs", "method": "pearson"}
+    config["comparisons"][0]["family_by"].append("corpus")     # defaults are copies, never shared
+    assert check_study(minimal(comparisons=[{"family": "g", "pairs": [["a", "b"]], "metrics": ["m"]}])
+                       )["comparisons"][0]["family_by"] == []
+
+
+def test_stats_config_check_takes_a_study_and_rejects_unknown_keys():
+    study = yaml.safe_load((REPO / "configs" / "smoke.yaml").read_text())
+    checked = check_stats_config(study, "smoke.yaml")
+    assert checked["heads"] == study["heads"] and checked["stats"]["alpha"] == 0.05   # other keys left alone
+    assert check_stats_config({"stats": None, "comparisons": None}, "s.yaml")["stats"] == schema_defaults("stats")
+    with pytest.raises(AuditError, match=r"^s\.yaml: config key <top level>: Additional properties are not allowed "
+                                         r"\('comparison' was unexpected\)$"):
+        check_stats_config({"comparison": []}, "s.yaml")
+
+
+def _claim(cid, expect="lower"):
+    return {"id": cid, "source": "s", "expect": expect,
+            "comparison": {"head_a": "mos", "head_b": "softmax", "metric": "test_ppl"}}
+
+
+@pytest.mark.parametrize("document, message", [
+    ({"claims": [_claim("a"), _claim("b", "better")]},
+     r"claims\[1\]\.expect: 'better' is not one of \['lower'"),
+    ({"claims": [_claim("own")]}, r"claims\[0\]\.id: duplicate claim id 'own'"),     # repeats the study's claim
+    ({"claims": [_claim("a"), _claim("a")]}, r"claims\[1\]\.id: duplicate claim id 'a'"),
+    ({"claim": []}, r"<top level>: Additional properties are not allowed \('claim' was unexpected\)"),
+    ({}, r"<top level>: 'claims' is a required property"),
+])
+def test_claims_file_is_checked_against_the_schema(tmp_path, document, message):
+    path = tmp_path / "claims.yaml"
+    path.write_text(yaml.safe_dump(document))
+    config = check_study(minimal(claims=[_claim("own")], claims_file=str(path)))
+    with pytest.raises(AuditError, match=f"^{path}: config key {message}") as err:
+        stats_sections(config)
+    assert "\n" not in str(err.value)
+
+
+def test_claims_file_claims_get_defaults(tmp_path):
+    path = tmp_path / "claims.yaml"
+    path.write_text(yaml.safe_dump({"claims": [_claim("a")]}))
+    sections = stats_sections(check_study(minimal(claims_file=str(path))))
+    assert sections["claims"] == [{**_claim("a"), "statement": ""}]
+
+
+def test_model_defaults_live_only_in_the_schema():
+    from audit.model.awd_lstm import ModelConfig
+
+    defaults = schema_defaults("model")
+    fields = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
+    # every model setting of the schema is a ModelConfig field with the schema's default, and back
+    assert set(fields) - {"vocab_size", "head", "head_options"} == set(defaults)
+    assert {k: fields[k] for k in defaults} == defaults
+    cfg = ModelConfig(vocab_size=50, emb_size=8)
+    assert (cfg.emb_size, cfg.hidden_size, cfg.n_layers, cfg.dropouti, cfg.last_size) == (8, 1150, 3, 0.4, None)
+    with pytest.raises(TypeError):
+        ModelConfig()                 # V comes from the corpus, never from a default

@@ -2,12 +2,16 @@
 
 ``heads``: time per training step of each head relative to softmax (audit/bench/heads.py).
 ``spectrum``: streamed Gram spectrum against the materialised float32 SVD (audit/bench/spectrum.py).
+``sequential``: error rates and seeds of the group-sequential design by simulation (audit/bench/sequential.py).
+``step``: our training step against a plain nn.LSTM loop of the same shape (audit/bench/step.py).
+``gpu``: s/epoch, concurrent runs per GPU and projected GPU-hours of the paper configs (audit/bench/gpu.py).
 """
 
 import importlib
 import sys
 
-BENCHMARKS = {"heads": "audit.bench.heads", "spectrum": "audit.bench.spectrum"}
+BENCHMARKS = {"heads": "audit.bench.heads", "spectrum": "audit.bench.spectrum", "step": "audit.bench.step",
+              "gpu": "audit.bench.gpu", "sequential": "audit.bench.sequential"}
 
 
 def main(argv: list[str]) -> int:

@@ -18,24 +18,29 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.func import functional_call
 
+from audit.config import schema_defaults
 from audit.model.heads import HeadSpec, build_head
+
+_MODEL = schema_defaults("model")   # the `model` section of configs/schema.yaml: its one home
 
 
 @dataclass
 class ModelConfig:
-    vocab_size: int = 10000      # V, set from the corpus
-    emb_size: int = 400          # d: embedding size, also the decoder's (tied) width
-    hidden_size: int = 1150      # H: inner LSTM layers
-    last_size: int | None = None  # d': last LSTM layer's output; None means d (softmax family)
-    n_layers: int = 3            # LSTM layers
-    dropoute: float = 0.1        # embedding dropout: whole rows of the embedding matrix
-    dropouti: float = 0.4        # locked dropout on the embedded input
-    dropouth: float = 0.3        # locked dropout between LSTM layers
-    dropout: float = 0.4         # locked dropout on the last layer's output
-    wdrop: float = 0.5           # DropConnect on hidden-to-hidden weights
-    emb_noise: float = 0.0       # sigma of Gaussian noise on the dropped input embeddings (LK --noisy_emb)
-    decoder_bias: bool = True    # the bias adds one to the softmax log-P rank (d + 2)
-    head: str = "softmax"        # registry name in audit.heads.HEADS
+    """Sizes and regularisers of one model; every default is the schema's ``model`` default."""
+
+    vocab_size: int                              # V, set from the corpus
+    emb_size: int = _MODEL["emb_size"]           # d: embedding size, also the decoder's (tied) width
+    hidden_size: int = _MODEL["hidden_size"]     # H: inner LSTM layers
+    last_size: int | None = _MODEL["last_size"]  # d': last LSTM layer's output; None means d (softmax family)
+    n_layers: int = _MODEL["n_layers"]           # LSTM layers
+    dropoute: float = _MODEL["dropoute"]         # embedding dropout: whole rows of the embedding matrix
+    dropouti: float = _MODEL["dropouti"]         # locked dropout on the embedded input
+    dropouth: float = _MODEL["dropouth"]         # locked dropout between LSTM layers
+    dropout: float = _MODEL["dropout"]           # locked dropout on the last layer's output
+    wdrop: float = _MODEL["wdrop"]               # DropConnect on hidden-to-hidden weights
+    emb_noise: float = _MODEL["emb_noise"]       # sigma of Gaussian noise on the dropped input embeddings (LK --noisy_emb)
+    decoder_bias: bool = _MODEL["decoder_bias"]  # the bias adds one to the softmax log-P rank (d + 2)
+    head: str = "softmax"        # registry name in audit.heads.HEADS (a head entry's, not a model setting)
     head_options: dict = field(default_factory=dict)  # head-specific options
 
     @property

@@ -72,7 +72,7 @@ def find_warnings(runs: pd.DataFrame, config: dict, comparisons: pd.DataFrame | 
             best, last = getattr(run, "best_epoch"), getattr(run, "epochs_run")
             if pd.notna(best) and pd.notna(last) and int(best) == int(last):
                 rows.append(_row("unconverged", f"best validation epoch = last epoch ({int(last)}): "
-                                 "still improving when training stopped", run.corpus, run.head, run.seed))
+                                 "still improving when training stopped (see the learning curves figure, #fig-learning-curves)", run.corpus, run.head, run.seed))
     rows += _exclusions(comparisons, correlations)
     return pd.DataFrame(rows, columns=COLUMNS)
 

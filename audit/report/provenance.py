@@ -7,6 +7,7 @@ without git, a GPU or a commit: each item then says why it is unknown.
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import importlib.metadata
 import json
@@ -104,6 +105,40 @@ def run_times(run_dirs: list[Path]) -> list[dict]:
     return rows
 
 
+# Snakemake's `benchmark:` files of a run's jobs (rules/train.smk, rules/evaluate.smk), in its folder
+BENCHMARK_FILES = {"train": "benchmark_train.tsv", "evaluate": "benchmark_evaluate.tsv"}
+
+
+def _number(text: str | None) -> float | None:
+    try:
+        return float(text)
+    except (TypeError, ValueError):  # Snakemake writes NA where it could not measure
+        return None
+
+
+def benchmarks(run_dirs: list[Path]) -> list[dict]:
+    """Per run and job (train, evaluate): Snakemake's benchmark of the job as it ran.
+
+    Returns:
+        [{corpus, head, seed, job, seconds, max_rss_mb, cpu_seconds}] for the benchmark files
+        present (wall seconds ``s``, peak resident memory ``max_rss`` in MB and ``cpu_time`` of
+        the job's processes); a run made before benchmarks were recorded has none. Values
+        Snakemake could not measure are None.
+    """
+    rows = []
+    for run_dir in map(Path, run_dirs):
+        for job, name in BENCHMARK_FILES.items():
+            path = run_dir / name
+            if not path.is_file():
+                continue
+            with path.open(newline="") as handle:
+                record = next(csv.DictReader(handle, delimiter="\t"), None) or {}
+            rows.append({"corpus": run_dir.parent.parent.name, "head": run_dir.parent.name,
+                         "seed": int(run_dir.name) if run_dir.name.isdigit() else run_dir.name, "job": job, "seconds": _number(record.get("s")),
+                         "max_rss_mb": _number(record.get("max_rss")), "cpu_seconds": _number(record.get("cpu_time"))})
+    return rows
+
+
 def data_checksums(data_files: list[Path], data_dir: Path, sources: Path = SOURCES) -> list[dict]:
     """SHA-256 of each data file next to the one pinned in ``sources.yaml``.
 
@@ -141,9 +176,10 @@ def collect(config_path: Path, run_dirs: list[Path], data_files: list[Path], dat
         repo: the working directory whose git state is recorded.
 
     Returns:
-        {config, config_sha256, git, software, hardware, runs, data, command}.
+        {config, config_sha256, git, software, hardware, runs, benchmarks, data, command}.
     """
     config = yaml.safe_load(Path(config_path).read_text())
     return {"config": config, "config_sha256": config_hash(config), "git": git_state(Path(repo)),
             "software": software(), "hardware": hardware(), "runs": run_times(run_dirs),
+            "benchmarks": benchmarks(run_dirs),
             "data": data_checksums(data_files, Path(data_dir)), "command": command}

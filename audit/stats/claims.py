@@ -1,7 +1,8 @@
 """The claims table: a verdict on every published claim, with the evidence row it rests on.
 
 Claims come from the study config's ``claims:`` and from the file named by its
-``claims_file:`` (see ``configs/claims.yaml``). Schema of one claim::
+``claims_file:`` (see ``configs/claims.yaml``), checked against ``$defs/claim`` of
+``configs/schema.yaml``. One claim::
 
     - id: plif-lowers-ppl                 # required, unique
       source: Ganea et al. 2019           # required: who claimed it
@@ -15,7 +16,9 @@ Claims come from the study config's ``claims:`` and from the file named by its
       corpora: [ptb]            # optional; default every corpus of the runs table
       # ... or a declared correlation of the study config:
       # correlation: {name: press-rank-vs-test-ppl, level: runs, method: pearson}
-      # expect: positive | negative | nonzero
+      # expect: positive | negative | nonzero | weak
+      # weak_below: 0.5   # with expect: weak -- supported when the CI of |r| lies below it,
+                          # contradicted when it lies at or above it, else inconclusive
 
 A comparison claim uses the matching row of the comparisons table (same corpus, metric and
 heads in either order, same margin when the claim gives one; Holm-corrected in that family).
@@ -31,7 +34,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from audit.errors import AuditError
+from audit.config import check_section
 from audit.stats.comparisons import default_lower_is_better, finalize, make_row
 from audit.stats.io import Settings
 
@@ -41,40 +44,6 @@ COLUMNS = [
     "estimate", "ci_low", "ci_high", "ci_level", "p_name", "p", "p_adj", "tost_p_adj", "power",
     "seeds_needed", "alpha", "bootstrap_seed", "bootstrap_resamples",
 ]
-CLAIM_KEYS = {"id", "source", "statement", "comparison", "correlation", "expect",
-              "equivalence_margin", "lower_is_better", "family", "corpora"}
-COMPARISON_EXPECT = ("lower", "higher", "equivalent", "not_lower", "not_higher")
-CORRELATION_EXPECT = ("positive", "negative", "nonzero")
-
-
-def _validate(claim, source: str) -> dict:
-    if not isinstance(claim, dict) or not claim.get("id"):
-        raise AuditError(f"{source}: every claim needs an 'id'")
-    where = f"{source}: claim {claim['id']!r}"
-    unknown = set(claim) - CLAIM_KEYS
-    if unknown:
-        raise AuditError(f"{where}: unknown key {min(unknown)!r}")
-    if not claim.get("source"):
-        raise AuditError(f"{where}: missing key 'source'")
-    if ("comparison" in claim) == ("correlation" in claim):
-        raise AuditError(f"{where}: give exactly one of 'comparison' or 'correlation'")
-    if "comparison" in claim:
-        comp = claim["comparison"]
-        if not isinstance(comp, dict) or not all(comp.get(k) for k in ("head_a", "head_b", "metric")):
-            raise AuditError(f"{where}: 'comparison' needs head_a, head_b and metric")
-        if claim.get("expect") not in COMPARISON_EXPECT:
-            raise AuditError(f"{where}: expect must be one of {', '.join(COMPARISON_EXPECT)}")
-    else:
-        corr = claim["correlation"]
-        if not isinstance(corr, dict) or not corr.get("name"):
-            raise AuditError(f"{where}: 'correlation' needs a name")
-        if corr.get("method", "pearson") not in ("pearson", "spearman"):
-            raise AuditError(f"{where}: correlation method must be pearson or spearman")
-        if corr.get("level", "runs") not in ("runs", "head_means", "partial_family"):
-            raise AuditError(f"{where}: correlation level must be runs, head_means or partial_family")
-        if claim.get("expect") not in CORRELATION_EXPECT:
-            raise AuditError(f"{where}: expect must be one of {', '.join(CORRELATION_EXPECT)}")
-    return claim
 
 
 def judge_comparison(expect: str, row: dict, settings: Settings) -> tuple[str, str]:
@@ -105,21 +74,49 @@ def judge_comparison(expect: str, row: dict, settings: Settings) -> tuple[str, s
     return ("contradicted", why) if bad else ("inconclusive", why)
 
 
-def judge_correlation(expect: str, r: float, p: float, n: int, settings: Settings) -> tuple[str, str]:
-    """Verdict of a correlation claim; a non-significant r is never read as "no correlation"."""
+def judge_correlation(expect: str, r: float, p: float, n: int, settings: Settings,
+                      ci: tuple[float, float] | None = None, weak_below: float | None = None,
+                      p_name: str = "permutation p") -> tuple[str, str]:
+    """Verdict of a correlation claim; a non-significant r is never read as "no correlation".
+
+    ``expect: weak`` is judged on the interval ``ci`` of r alone (no p-value): supported when
+    the whole interval of |r| lies below ``weak_below``, contradicted when it lies at or above
+    it, inconclusive when it straddles it.
+    """
     if n < settings.min_seeds:
         return "inconclusive", f"too few points: n={n} < min_seeds={settings.min_seeds}"
+    if expect == "weak":
+        return judge_weak(r, ci, weak_below)
     if not np.isfinite(p):
         return "inconclusive", "test undefined (constant variable or too few points)"
     if p >= settings.alpha:
-        return "inconclusive", f"not significant (permutation p={p:.3g}); absence of correlation is not shown"
-    why = f"r={r:.3g}, permutation p={p:.3g} < {settings.alpha:g}"
+        return "inconclusive", f"not significant ({p_name}={p:.3g}); absence of correlation is not shown"
+    why = f"r={r:.3g}, {p_name}={p:.3g} < {settings.alpha:g}"
     if expect == "nonzero" or (r > 0) == (expect == "positive"):
         return "supported", why
     return "contradicted", why
 
 
-def _find_row(comparisons: pd.DataFrame, claim: dict, corpus: str):
+def judge_weak(r: float, ci: tuple[float, float] | None, weak_below: float | None) -> tuple[str, str]:
+    """Verdict of "the correlation is weak": the CI of |r| against the declared threshold."""
+    if weak_below is None:
+        return "inconclusive", "expect: weak needs weak_below (the threshold of a weak |r|) in the claim"
+    low, high = ci if ci is not None else (math.nan, math.nan)
+    if not (np.isfinite(low) and np.isfinite(high)):
+        return "inconclusive", "no interval for r (too few points or r undefined)"
+    # interval of |r| from the interval of r: [0, max] when it holds 0
+    abs_low = 0.0 if low <= 0 <= high else min(abs(low), abs(high))
+    abs_high = max(abs(low), abs(high))
+    why = f"r={r:.3g}, CI of |r| [{abs_low:.3g}, {abs_high:.3g}] against weak below {weak_below:g}"
+    if abs_high < weak_below:
+        return "supported", why
+    if abs_low >= weak_below:
+        return "contradicted", why
+    return "inconclusive", why + ": the interval straddles the threshold"
+
+
+def find_row(comparisons: pd.DataFrame, claim: dict, corpus: str):
+    """The comparisons row a comparison claim rests on, and whether its heads are swapped."""
     comp = claim["comparison"]
     if comparisons is None or comparisons.empty:
         return None, False
@@ -135,7 +132,7 @@ def _find_row(comparisons: pd.DataFrame, claim: dict, corpus: str):
     return None, False
 
 
-def _flip(row: dict) -> dict:
+def flip_row(row: dict) -> dict:
     """Re-orient a comparisons row so head_a and head_b swap."""
     out = dict(row)
     for k in ("n", "n_failed", "n_missing", "mean", "sd", "head"):
@@ -155,11 +152,11 @@ def claims_table(runs: pd.DataFrame, config: dict, settings: Settings,
         comparisons: finalized comparisons table of the study (may be empty).
         correlations: correlations table of the study (may be empty).
     """
-    claims = [_validate(c, source) for c in config.get("claims") or []]
+    claims = check_section("claims", config.get("claims"), source)
     all_corpora = sorted(runs["corpus"].unique())
     pending, rows = [], []
     for claim in claims:
-        base = dict(claim_id=claim["id"], source=claim["source"], statement=claim.get("statement", ""),
+        base = dict(claim_id=claim["id"], source=claim["source"], statement=claim["statement"],
                     expect=claim["expect"], alpha=settings.alpha)
         for corpus in [str(c) for c in claim.get("corpora") or all_corpora]:
             row = dict(base, corpus=corpus)
@@ -170,9 +167,9 @@ def claims_table(runs: pd.DataFrame, config: dict, settings: Settings,
                     rows.append(dict(row, verdict="inconclusive", evidence_table="",
                                      reason=f"not run: the runs table has no column {comp['metric']!r}"))
                     continue
-                found, flipped = _find_row(comparisons, claim, corpus)
+                found, flipped = find_row(comparisons, claim, corpus)
                 if found is not None:
-                    rows.append((row, claim, _flip(found) if flipped else found, "comparisons.csv"))
+                    rows.append((row, claim, flip_row(found) if flipped else found, "comparisons.csv"))
                     continue
                 lib = claim.get("lower_is_better")
                 lib = default_lower_is_better(comp["metric"], f"{source}: claim {claim['id']!r}") if lib is None else bool(lib)
@@ -183,13 +180,14 @@ def claims_table(runs: pd.DataFrame, config: dict, settings: Settings,
     if pending:   # claim-only comparisons: corrected together as the family "claims"
         done = finalize([p[2] for p in pending], settings).to_dict("records")
         rows += [(row, claim, r, "claims (computed here)") for (row, claim, _), r in zip(pending, done)]
-    out = [_comparison_row(*r, settings) if isinstance(r, tuple) else r for r in rows]
+    out = [comparison_claim_row(*r, settings) if isinstance(r, tuple) else r for r in rows]
     order = {c["id"]: i for i, c in enumerate(claims)}
     out.sort(key=lambda r: (order[r["claim_id"]], r["corpus"]))
     return pd.DataFrame(out, columns=COLUMNS)
 
 
-def _comparison_row(row: dict, claim: dict, ev: dict, table: str, settings: Settings) -> dict:
+def comparison_claim_row(row: dict, claim: dict, ev: dict, table: str, settings: Settings) -> dict:
+    """The claims-table row of a comparison claim judged on comparisons row ``ev``."""
     verdict, reason = judge_comparison(claim["expect"], ev, settings)
     size = ev.get("family_size", math.nan)
     return dict(
@@ -207,7 +205,7 @@ def _comparison_row(row: dict, claim: dict, ev: dict, table: str, settings: Sett
 def _correlation_row(row: dict, claim: dict, corpus: str, correlations: pd.DataFrame | None,
                      settings: Settings) -> dict:
     spec = claim["correlation"]
-    level, method = spec.get("level", "runs"), spec.get("method", "pearson")
+    level, method = spec["level"], spec["method"]   # defaults from the schema's claim_correlation
     row = dict(row, kind="correlation", evidence_table="correlations.csv",
                evidence=f"correlation={spec['name']}; level={level}; method={method}; restriction=none")
     hit = None
@@ -220,7 +218,9 @@ def _correlation_row(row: dict, claim: dict, corpus: str, correlations: pd.DataF
     ev = hit.iloc[0]
     r = ev["pearson_r" if method == "pearson" else "spearman_rho"]
     p = ev[f"{method}_perm_p"]
-    verdict, reason = judge_correlation(claim["expect"], r, p, int(ev["n"]), settings)
+    verdict, reason = judge_correlation(claim["expect"], r, p, int(ev["n"]), settings,
+                                        ci=(ev[f"{method}_ci_low"], ev[f"{method}_ci_high"]),
+                                        weak_below=claim.get("weak_below"))
     return dict(row, verdict=verdict, reason=reason, n_a=int(ev["n"]), estimate_name=f"{method} r",
                 estimate=r, ci_low=ev[f"{method}_ci_low"], ci_high=ev[f"{method}_ci_high"],
                 ci_level=ev["ci_level"], p_name="permutation p (uncorrected, single pre-declared test)",

@@ -2,10 +2,15 @@
 
     python -m audit stats --runs RUNS.csv --config STUDY.yaml --out DIR
                           [--table NAME ...] [--wordsim-pairs PAIRS.csv]
+    python -m audit stats --config STUDY.yaml --out DIR [--summaries SUMMARIES.csv]
+                          [--table published_comparisons ...]
 
 Writes one CSV per table into DIR (``comparisons.csv``, ``correlations.csv``,
 ``wordsim_wins.csv``, ``wordsim_diffs.csv``, ``claims.csv``); ``--table`` restricts to the
-named tables (Snakemake runs one rule per table). Each file is written atomically. A table
+named tables (Snakemake runs one rule per table). The ``published_*`` tables
+(``audit.stats.published``) come from summary rows (corpus, head, metric, mean, sd, n, source) instead
+of runs: ``--summaries``, else the config's ``published.data``, else the packaged
+``audit/data/published.csv``; they need no runs table. Each file is written atomically. A table
 whose inputs are absent is still written with its header and zero rows, and a ``note:`` line
 on stderr says why; the exit status is 0 in that case, 1 on bad input.
 """
@@ -16,20 +21,24 @@ import argparse
 
 import pandas as pd
 
-from audit.stats import claims, comparisons, correlations, wordsim
+from audit.errors import AuditError
+from audit.stats import claims, comparisons, correlations, published, wordsim
 from audit.stats.io import (PAIR_COLUMNS, Settings, load_config, load_pairs, load_runs, note,
                              write_table)
 
 TABLES = ("comparisons", "correlations", "wordsim_wins", "wordsim_diffs", "claims")
+PUBLISHED_TABLES = ("published_comparisons", "published_claims", "published_untestable")
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m audit stats", description=__doc__.split("\n\n")[0])
-    p.add_argument("--runs", required=True, help="runs table CSV (one row per run)")
+    p.add_argument("--runs", help="runs table CSV (one row per run); needed by all but the published_* tables")
+    p.add_argument("--summaries", help="summary table CSV for the published_* tables (default: the config's "
+                                       "published.data, else audit/data/published.csv)")
     p.add_argument("--config", required=True, help="study config YAML (comparisons/correlations/claims/stats)")
     p.add_argument("--out", required=True, help="directory to write <table>.csv into")
-    p.add_argument("--table", action="append", choices=TABLES, metavar="NAME",
-                   help=f"write only this table (repeatable): {', '.join(TABLES)}")
+    p.add_argument("--table", action="append", choices=TABLES + PUBLISHED_TABLES, metavar="NAME",
+                   help=f"write only this table (repeatable): {', '.join(TABLES + PUBLISHED_TABLES)}")
     p.add_argument("--wordsim-pairs", help="per-pair word-similarity CSV (needed by wordsim_diffs)")
     return p
 
@@ -37,12 +46,19 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Compute and write the requested tables; returns the exit status."""
     args = build_parser().parse_args(argv)
-    wanted = list(dict.fromkeys(args.table or TABLES))
-    runs = load_runs(args.runs)
     config = load_config(args.config)
     source = str(args.config)
     settings = Settings.from_config(config.get("stats"), source)
+    default = (TABLES if args.runs else ()) + (PUBLISHED_TABLES if args.summaries or config.get("published") is not None else ())
+    wanted = list(dict.fromkeys(args.table or default))
     out = {}
+    if set(wanted) & set(PUBLISHED_TABLES):   # from summary rows: never mixed with the runs below
+        tables = published.published_tables(config, settings, args.summaries, source)
+        out.update({name: tables[name] for name in wanted if name in PUBLISHED_TABLES})
+        wanted = [name for name in wanted if name not in PUBLISHED_TABLES]
+    if wanted and not args.runs:
+        raise AuditError(f"stats: table {wanted[0]!r} needs --runs")
+    runs = load_runs(args.runs) if wanted else None
     cache = {}
 
     def comp():

@@ -1,6 +1,7 @@
 """The comparisons table: every declared head pair, per corpus and metric, with a verdict.
 
-Config schema (``comparisons:`` of a study config, a list of families)::
+Config (``comparisons:`` of a study config, a list of families; checked against
+``$defs/comparison_family`` of ``configs/schema.yaml``)::
 
     comparisons:
       - family: heads-vs-softmax      # required; Holm correction is applied within a family
@@ -18,7 +19,9 @@ Decision rule per row (a = candidate, b = reference): Welch's two-sided test, Ho
 within the family, at ``alpha`` gives ``a_better`` / ``b_better``; otherwise TOST at the
 margin (also Holm-adjusted) gives ``equivalent``; otherwise ``inconclusive`` with the reason,
 the power at the margin and the seeds needed. Arms with fewer than ``min_seeds`` usable runs
-get no verdict and are left out of the family (counted in ``family_dropped``).
+get no verdict and are left out of the family (counted in ``family_dropped``); so is a row whose
+Welch test is undefined (both arms constant): ``inconclusive`` with a reason starting
+``undefined:``, NaN in every column that divides by an SD, Holm over the defined tests only.
 """
 
 from __future__ import annotations
@@ -29,8 +32,9 @@ import math
 import numpy as np
 import pandas as pd
 
+from audit.config import check_section
 from audit.errors import AuditError
-from audit.stats import tests
+from audit.stats import aso, power, tests
 from audit.stats.io import Settings, arm, require_metric
 from audit.stats.multiplicity import METHOD, adjust
 from audit.stats.resample import bootstrap_two_sample, percentile_ci
@@ -42,12 +46,10 @@ COLUMNS = [
     "diff_ci_high", "ci_level", "test", "sidedness", "welch_t", "welch_df", "welch_p",
     "student_p", "rank_test", "rank_test_p", "p_adj", "hedges_g", "hedges_g_ci_low",
     "hedges_g_ci_high", "prob_superiority", "prob_superiority_ci_low",
-    "prob_superiority_ci_high", "ci_method", "bootstrap_seed", "bootstrap_resamples",
-    "equivalence_margin", "tost_p", "tost_p_adj", "power", "seeds_needed", "power_target",
+    "prob_superiority_ci_high", "aso_eps_min", "aso_confidence", "ci_method", "bootstrap_seed",
+    "bootstrap_resamples", "equivalence_margin", "tost_p", "tost_p_adj", "power", "seeds_needed", "power_target",
     "alpha", "min_seeds", "verdict", "reason",
 ]
-FAMILY_KEYS = {"family", "baseline", "against", "pairs", "metrics", "lower_is_better",
-               "equivalence_margin", "corpora", "family_by"}
 _LOWER = ("_ppl", "wall_seconds")
 _HIGHER = ("press_rank", "erank_", "entropy_rank", "wordsim_", "tokens_per_second")
 
@@ -78,7 +80,8 @@ def compare(a: np.ndarray, b: np.ndarray, lower_is_better: bool, margin: float |
         settings: alpha, bootstrap and power settings.
 
     Returns:
-        dict with the statistical columns of ``COLUMNS`` (NaN where undefined).
+        dict with the statistical columns of ``COLUMNS`` (NaN where undefined) and
+        ``undefined``: why Welch's test is undefined, or ''.
     """
     level = 1 - settings.alpha
     n_a, n_b = len(a), len(b)
@@ -90,6 +93,7 @@ def compare(a: np.ndarray, b: np.ndarray, lower_is_better: bool, margin: float |
                alpha=settings.alpha, min_seeds=settings.min_seeds)
     row.update(mean_a=_mean(a), mean_b=_mean(b), sd_a=_sd(a), sd_b=_sd(b))
     row["diff"] = row["mean_a"] - row["mean_b"]
+    row["undefined"] = tests.undefined_reason(a, b)
     w = tests.welch(a, b, level)
     row.update(diff_ci_low=w["ci_low"], diff_ci_high=w["ci_high"], welch_t=w["t"],
                welch_df=w["df"], welch_p=w["p"], student_p=tests.student_p(a, b),
@@ -108,8 +112,15 @@ def compare(a: np.ndarray, b: np.ndarray, lower_is_better: bool, margin: float |
         boot = bootstrap_two_sample(a, b, both, settings.bootstrap_resamples, rng)
         row["hedges_g_ci_low"], row["hedges_g_ci_high"] = percentile_ci(boot[:, 0], level)
         row["prob_superiority_ci_low"], row["prob_superiority_ci_high"] = percentile_ci(boot[:, 1], level)
-    row["power"] = tests.power_at_margin(row["sd_a"], row["sd_b"], n_a, n_b, margin, settings.alpha)
-    row["seeds_needed"] = tests.seeds_needed(row["sd_a"], row["sd_b"], margin, settings.alpha,
+    # almost stochastic order of "A better than B"; empty below min_seeds, where the bootstrap
+    # cannot see the spread (deep-significance#16); its own Generator, so the intervals above
+    # do not change with it
+    row["aso_confidence"] = level
+    row["aso_eps_min"] = (aso.eps_min(a, b, lower_is_better, level, settings.bootstrap_resamples,
+                                      np.random.default_rng(settings.bootstrap_seed))
+                          if min(n_a, n_b) >= settings.min_seeds else math.nan)
+    row["power"] = power.welch_power(row["sd_a"], row["sd_b"], n_a, n_b, margin, settings.alpha)
+    row["seeds_needed"] = power.seeds_needed(row["sd_a"], row["sd_b"], margin, settings.alpha,
                                              settings.power_target)
     return row
 
@@ -119,7 +130,10 @@ def _mean(x):
 
 
 def _sd(x):
-    return float(np.std(x, ddof=1)) if len(x) >= 2 else math.nan
+    if len(x) < 2:
+        return math.nan
+    # exactly 0 for a constant arm (np.std can give rounding noise such as 1e-17 there)
+    return 0.0 if tests.is_constant(x) else float(np.std(x, ddof=1))
 
 
 def verdict(row: dict, settings: Settings) -> tuple[str, str]:
@@ -139,7 +153,7 @@ def verdict(row: dict, settings: Settings) -> tuple[str, str]:
         extra = f"; {failed} runs failed" if failed else ""
         return "inconclusive", f"too few seeds: {short}{extra}"
     if not np.isfinite(row["p_adj"]):
-        return "inconclusive", "test undefined: both arms have zero variance"
+        return "inconclusive", row.get("undefined") or "undefined: Welch's test could not be computed"
     p, tp = row["p_adj"], row["tost_p_adj"]
     margin = row["equivalence_margin"]
     inside = np.isfinite(tp) and tp < alpha
@@ -154,7 +168,9 @@ def verdict(row: dict, settings: Settings) -> tuple[str, str]:
         return "inconclusive", (f"not significant (welch p_adj={p:.3g}) and no equivalence_margin "
                                 "declared, so equivalence was not tested")
     power, need = row["power"], row["seeds_needed"]
-    tail = f"power {power:.2f} at margin {margin:g}; {need:.0f} seeds per arm give {settings.power_target:g}"
+    # never "power nan": both are defined whenever the Welch test is, except a need beyond the search
+    need_text = f"{need:.0f} seeds per arm give" if np.isfinite(need) else "more than 10^7 seeds per arm needed for"
+    tail = f"power {power:.2f} at margin {margin:g}; {need_text} {settings.power_target:g}"
     if power < settings.power_target:
         return "inconclusive", f"underpowered: not significant (welch p_adj={p:.3g}), not equivalent (tost p_adj={tp:.3g}); {tail}"
     return "inconclusive", f"no decision: not significant (welch p_adj={p:.3g}), not equivalent (tost p_adj={tp:.3g}); {tail}"
@@ -206,28 +222,15 @@ def _expand_heads(names, runs: pd.DataFrame, baseline) -> list[str]:
 
 
 def family_rows(runs: pd.DataFrame, spec: dict, settings: Settings, source: str) -> list[dict]:
-    """Validate one ``comparisons:`` entry and compute its rows (uncorrected)."""
-    if not isinstance(spec, dict) or not spec.get("family"):
-        raise AuditError(f"{source}: every comparisons entry needs a 'family' name")
-    name = str(spec["family"])
+    """The rows (uncorrected) of one ``comparisons:`` entry, checked by ``check_section``."""
+    name = spec["family"]
     where = f"{source}: comparisons family {name!r}"
-    unknown = set(spec) - FAMILY_KEYS
-    if unknown:
-        raise AuditError(f"{where}: unknown key {min(unknown)!r}")
-    if "pairs" in spec:
-        pairs = [tuple(map(str, p)) for p in spec["pairs"] or []]
-        if any(len(p) != 2 for p in pairs):
-            raise AuditError(f"{where}: 'pairs' must be a list of [head_a, head_b]")
-    elif "baseline" in spec and "against" in spec:
-        pairs = [(h, str(spec["baseline"])) for h in _expand_heads(spec["against"] or [], runs, spec["baseline"])]
+    if "pairs" in spec:   # the schema allows pairs, or baseline with against
+        pairs = [tuple(p) for p in spec["pairs"]]
     else:
-        raise AuditError(f"{where}: give 'baseline' and 'against', or 'pairs'")
-    metrics = spec.get("metrics")
-    if not metrics or not isinstance(metrics, list):
-        raise AuditError(f"{where}: 'metrics' must be a non-empty list")
-    split = spec.get("family_by") or []
-    if set(split) - {"corpus", "metric"}:
-        raise AuditError(f"{where}: family_by may only name 'corpus' and 'metric'")
+        pairs = [(h, spec["baseline"]) for h in _expand_heads(spec["against"], runs, spec["baseline"])]
+    metrics = spec["metrics"]
+    split = spec["family_by"]
     corpora = [str(c) for c in spec.get("corpora") or sorted(runs["corpus"].unique())]
     rows = []
     for metric in metrics:
@@ -247,13 +250,11 @@ def family_rows(runs: pd.DataFrame, spec: dict, settings: Settings, source: str)
 
 def comparisons_table(runs: pd.DataFrame, config: dict, settings: Settings,
                       source: str = "config") -> pd.DataFrame:
-    """The full comparisons table for the ``comparisons:`` section of ``config``."""
-    specs = config.get("comparisons") or []
-    if not isinstance(specs, list):
-        raise AuditError(f"{source}: 'comparisons' must be a list of families")
-    names = [s.get("family") for s in specs if isinstance(s, dict)]
-    dup = next((n for i, n in enumerate(names) if n in names[:i]), None)
-    if dup:
-        raise AuditError(f"{source}: comparisons family {dup!r} declared twice")
+    """The full comparisons table for the ``comparisons:`` section of ``config``.
+
+    Raises:
+        AuditError: a section the schema rejects, or a family name declared twice.
+    """
+    specs = check_section("comparisons", config.get("comparisons"), source)
     rows = [r for spec in specs for r in family_rows(runs, spec, settings, source)]
     return finalize(rows, settings)

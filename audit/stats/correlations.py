@@ -1,6 +1,7 @@
 """The correlations table: a rank measure against perplexity across runs, head means, families.
 
-Config schema (``correlations:`` of a study config, a list)::
+Config (``correlations:`` of a study config, a list; checked against ``$defs/correlation`` of
+``configs/schema.yaml``)::
 
     correlations:
       - name: press-rank-vs-test-ppl  # required, unique; claims refer to it
@@ -32,9 +33,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from audit.errors import AuditError
+from audit.config import check_section
 from audit.stats.io import Settings, require_metric
-from audit.stats.resample import permutation_p, rowwise_corr
+from audit.stats.resample import exact_permutation_p, n_orderings, permutation_p, rowwise_corr
 
 COLUMNS = [
     "name", "corpus", "x", "y", "level", "restriction", "post_hoc", "n", "n_heads",
@@ -43,8 +44,11 @@ COLUMNS = [
     "spearman_ci_low", "spearman_ci_high", "spearman_p", "spearman_perm_p", "ci_level",
     "ci_method", "p_method", "perm_method", "permutation_resamples", "permutation_seed", "note",
 ]
-SPEC_KEYS = {"name", "x", "y", "heads", "corpora", "families", "windows"}
 LEVELS = ("runs", "head_means", "partial_family")
+# Up to this many points the Spearman p is exact (all orderings enumerated, 9! = 362,880): the
+# t approximation is anti-conservative there (n = 5, rho = 0.9: t gives 0.037, exact 0.083).
+# R's cor.test is exact up to the same n (AS 89 with full enumeration for n <= 9).
+SPEARMAN_EXACT_MAX_N = 9
 
 
 def fisher_ci(r: float, n: int, level: float, n_controls: int = 0, spearman: bool = False):
@@ -92,8 +96,10 @@ def correlate(x: np.ndarray, y: np.ndarray, settings: Settings, strata: np.ndarr
     """Pearson and Spearman with Fisher CIs, analytic and permutation p-values.
 
     With ``strata`` the correlations are partial (strata as dummy covariates): both variables
-    (ranks, for Spearman) are centred within strata and permutations stay within strata.
-    H0 in every test: no (partial) association; all p-values two-sided.
+    (ranks over all points, for Spearman) are centred within strata and permutations stay
+    within strata. H0 in every test: no (partial) association; all p-values two-sided.
+    ``pearson_p`` is the t-test (df = n - 2 - k); ``spearman_p`` too for n > 9, and for
+    n <= ``SPEARMAN_EXACT_MAX_N`` the exact permutation p of rho (within strata for a partial).
 
     Args:
         x, y: shape (n,), finite.
@@ -111,23 +117,49 @@ def correlate(x: np.ndarray, y: np.ndarray, settings: Settings, strata: np.ndarr
         out["note"] = f"too few points: n={n} with {k} family controls"
         return out
     for method, xs, ys in (("pearson", x, y), ("spearman", stats.rankdata(x), stats.rankdata(y))):
+        # tested before centring: centring a variable that is constant within every stratum
+        # leaves rounding noise (1e-16), not zeros, and a correlation of noise would be reported
+        if _constant(xs, strata) or _constant(ys, strata):
+            out["note"] = ("constant variable: correlation undefined" if strata is None else
+                           "variable constant within every family: partial correlation undefined")
+            continue
         if strata is not None:
             xs, ys = center_within(xs, strata), center_within(ys, strata)
-        if np.ptp(xs) == 0 or np.ptp(ys) == 0:
-            out["note"] = "constant variable: correlation undefined"
-            continue
         r = float(rowwise_corr(xs, ys[None, :])[0])
         key = "pearson_r" if method == "pearson" else "spearman_rho"
         out[key] = r
-        if strata is None:
+        exact = method == "spearman" and n <= SPEARMAN_EXACT_MAX_N
+        if exact:
+            out[f"{method}_p"] = exact_permutation_p(xs, ys, rowwise_corr, strata)
+        elif strata is None:
             fn = stats.pearsonr if method == "pearson" else stats.spearmanr
             out[f"{method}_p"] = float(fn(x, y)[1])
         else:
             out[f"{method}_p"] = partial_p(r, n, k)
         out[f"{method}_ci_low"], out[f"{method}_ci_high"] = fisher_ci(r, n, level, k, method == "spearman")
-        rng = np.random.default_rng(settings.bootstrap_seed)
-        out[f"{method}_perm_p"] = permutation_p(xs, ys, rowwise_corr, settings.bootstrap_resamples, rng, strata)
+        if exact and n_orderings(strata, n) <= settings.bootstrap_resamples:
+            out[f"{method}_perm_p"] = out[f"{method}_p"]   # the same enumeration; no need to repeat it
+        else:
+            rng = np.random.default_rng(settings.bootstrap_seed)
+            out[f"{method}_perm_p"] = permutation_p(xs, ys, rowwise_corr, settings.bootstrap_resamples, rng, strata)
     return out
+
+
+def _constant(values: np.ndarray, strata: np.ndarray | None) -> bool:
+    if strata is None:
+        return bool(np.ptp(values) == 0)
+    return all(np.ptp(values[strata == label]) == 0 for label in np.unique(strata))
+
+
+def p_method(level: str, n: int) -> str:
+    """How ``pearson_p`` and ``spearman_p`` of a row with n points were computed."""
+    spearman = ("exact permutation (all orderings)" if n <= SPEARMAN_EXACT_MAX_N
+                else "t approximation, df = n - 2")
+    if level == "partial_family":
+        spearman = ("exact permutation within families" if n <= SPEARMAN_EXACT_MAX_N
+                    else "partial t-test on ranks, df = n - 2 - (families - 1)")
+        return f"pearson: partial-correlation t-test, df = n - 2 - (families - 1); spearman: {spearman}"
+    return f"pearson: t-test, df = n - 2; spearman: {spearman}"
 
 
 def family_of(head: str, families: dict | None) -> str:
@@ -139,16 +171,9 @@ def family_of(head: str, families: dict | None) -> str:
     return head.split("_", 1)[0]
 
 
-def _windows(spec_windows, corpus: str, where: str) -> list[dict]:
-    out = []
-    for w in spec_windows or []:
-        if not isinstance(w, dict) or "column" not in w or not {"min", "max", "width_from_min"} & set(w):
-            raise AuditError(f"{where}: each window needs 'column' and 'min' and/or 'max', or 'width_from_min'")
-        if "width_from_min" in w and ({"min", "max"} & set(w) or not float(w["width_from_min"]) > 0):
-            raise AuditError(f"{where}: window width_from_min must be a positive number without min/max")
-        if w.get("corpus", corpus) == corpus:
-            out.append(w)
-    return out
+def _windows(spec_windows: list[dict], corpus: str) -> list[dict]:
+    """The windows (checked by the schema's ``correlation_window``) that apply to ``corpus``."""
+    return [w for w in spec_windows if w.get("corpus", corpus) == corpus]
 
 
 def _bound(value) -> str:
@@ -156,16 +181,8 @@ def _bound(value) -> str:
 
 
 def spec_rows(runs: pd.DataFrame, spec: dict, settings: Settings, source: str) -> list[dict]:
-    """Validate one ``correlations:`` entry and compute all of its rows."""
-    if not isinstance(spec, dict) or not spec.get("name"):
-        raise AuditError(f"{source}: every correlations entry needs a 'name'")
-    where = f"{source}: correlation {spec['name']!r}"
-    unknown = set(spec) - SPEC_KEYS
-    if unknown:
-        raise AuditError(f"{where}: unknown key {min(unknown)!r}")
-    for key in ("x", "y"):
-        if not spec.get(key):
-            raise AuditError(f"{where}: missing key {key!r}")
+    """All rows of one ``correlations:`` entry, checked by ``check_section``."""
+    for key in ("x", "y"):   # what a schema cannot say: the columns exist in the runs table
         require_metric(runs, spec[key], source, f"correlation {spec['name']!r}")
     x, y = spec["x"], spec["y"]
     rows = []
@@ -177,7 +194,7 @@ def spec_rows(runs: pd.DataFrame, spec: dict, settings: Settings, source: str) -
         usable = (sel["status"] == "ok") & np.isfinite(sel[x]) & np.isfinite(sel[y])
         base = dict(name=spec["name"], corpus=corpus, x=x, y=y, n_excluded=int((~usable).sum()))
         sel = sel[usable]
-        windows = _windows(spec.get("windows"), corpus, where)
+        windows = _windows(spec["windows"], corpus)
         variants = [("none", False, sel, 0)]
         if windows:
             inside, texts = np.ones(len(sel), bool), []
@@ -204,35 +221,34 @@ def _level_row(data: pd.DataFrame, x: str, y: str, level: str, families, setting
     fam = np.array([family_of(h, families) for h in data["head"]], dtype=object)
     row = dict(level=level, n_heads=int(data["head"].nunique()), n_families=len(set(fam)),
                ci_level=1 - settings.alpha, ci_method="fisher-z",
-               perm_method="permutation of y (exact if n! <= resamples), two-sided",
+               perm_method="permutation of y, two-sided P(|r*| >= |r|); exact enumeration if "
+                           "n! <= resamples, else monte-carlo (1 + hits) / (1 + resamples)",
                permutation_resamples=settings.bootstrap_resamples,
                permutation_seed=settings.bootstrap_seed, controls="")
     if level == "head_means":
         means = data.groupby("head", sort=True)[[x, y]].mean()
         xs, ys, strata = means[x].to_numpy(), means[y].to_numpy(), None
-        row["p_method"] = "pearsonr / spearmanr t-test over head means"
     elif level == "runs":
         xs, ys, strata = data[x].to_numpy(), data[y].to_numpy(), None
-        row["p_method"] = "pearsonr / spearmanr t-test over runs"
     else:
         xs, ys, strata = data[x].to_numpy(), data[y].to_numpy(), fam
         row["controls"] = f"head family ({', '.join(sorted(set(fam)))})"
-        row["p_method"] = "partial-correlation t-test, df = n - 2 - (families - 1)"
-        row["perm_method"] = "monte-carlo permutation of y within families, two-sided"
+        row["perm_method"] = ("permutation of y within families (x fixed; both centred within family), "
+                              "two-sided P(|r*| >= |r|); exact enumeration if the product of the "
+                              "families' n! <= resamples, else monte-carlo (1 + hits) / (1 + resamples)")
     row["n"] = len(xs)
+    row["p_method"] = p_method(level, len(xs))
     row.update(correlate(np.asarray(xs, float), np.asarray(ys, float), settings, strata))
     return row
 
 
 def correlations_table(runs: pd.DataFrame, config: dict, settings: Settings,
                        source: str = "config") -> pd.DataFrame:
-    """The full correlations table for the ``correlations:`` section of ``config``."""
-    specs = config.get("correlations") or []
-    if not isinstance(specs, list):
-        raise AuditError(f"{source}: 'correlations' must be a list")
-    names = [s.get("name") for s in specs if isinstance(s, dict)]
-    dup = next((n for i, n in enumerate(names) if n in names[:i]), None)
-    if dup:
-        raise AuditError(f"{source}: correlation {dup!r} declared twice")
+    """The full correlations table for the ``correlations:`` section of ``config``.
+
+    Raises:
+        AuditError: a section the schema rejects, a name declared twice, a missing column.
+    """
+    specs = check_section("correlations", config.get("correlations"), source)
     rows = [r for spec in specs for r in spec_rows(runs, spec, settings, source)]
     return pd.DataFrame(rows, columns=COLUMNS)

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import yaml
 
+from audit.config import check_section, check_stats_config, read_claims_file, schema_defaults
 from audit.errors import AuditError
 from audit.files import atomic_write_text
 
@@ -26,36 +27,29 @@ PAIR_COLUMNS = ("corpus", "head", "seed", "benchmark", "word1", "word2", "gold",
 TEXT_COLUMNS = ("study", "corpus", "head", "seed", "status", "error", "arm_group")
 
 
+_STATS = schema_defaults("stats")   # configs/schema.yaml $defs/stats: the one place for these defaults
+
+
 @dataclass(frozen=True)
 class Settings:
-    """The ``stats:`` section of a study config, with its defaults."""
+    """The ``stats:`` section of a study config; defaults and bounds: ``$defs/stats`` of the schema."""
 
-    min_seeds: int = 5                  # fewer ok runs per arm than this: no verdict
-    alpha: float = 0.05                 # test level; CIs are at 1 - alpha
-    bootstrap_resamples: int = 10000    # bootstrap resamples and permutations per row
-    bootstrap_seed: int = 12345         # each row's Generator is default_rng(bootstrap_seed)
-    power_target: float = 0.8           # power the "seeds needed" column solves for
+    min_seeds: int = _STATS["min_seeds"]                      # fewer ok runs per arm than this: no verdict
+    alpha: float = _STATS["alpha"]                            # test level; CIs are at 1 - alpha
+    bootstrap_resamples: int = _STATS["bootstrap_resamples"]  # bootstrap resamples and permutations per row
+    bootstrap_seed: int = _STATS["bootstrap_seed"]            # each row's Generator is default_rng(bootstrap_seed)
+    power_target: float = _STATS["power_target"]             # power the "seeds needed" column solves for
 
     @classmethod
     def from_config(cls, section: dict | None, source: str = "config") -> "Settings":
-        """Build settings from a ``stats:`` mapping; unknown keys and bad values fail."""
-        section = dict(section or {})
-        known = {f.name: f.type for f in fields(cls)}
-        for key in section:
-            if key not in known:
-                raise AuditError(f"{source}: unknown key stats.{key}; known: {', '.join(known)}")
-        out = cls(**{k: (int(v) if k in ("min_seeds", "bootstrap_resamples", "bootstrap_seed")
-                         else float(v)) for k, v in section.items()})
-        if out.min_seeds < 2:
-            raise AuditError(f"{source}: stats.min_seeds must be >= 2, got {out.min_seeds}")
-        if not 0 < out.alpha < 0.5:
-            raise AuditError(f"{source}: stats.alpha must be in (0, 0.5), got {out.alpha}")
-        if out.bootstrap_resamples < 100:
-            raise AuditError(f"{source}: stats.bootstrap_resamples must be >= 100, "
-                             f"got {out.bootstrap_resamples}")
-        if not 0 < out.power_target < 1:
-            raise AuditError(f"{source}: stats.power_target must be in (0, 1), got {out.power_target}")
-        return out
+        """Build settings from a ``stats:`` mapping checked against the schema (None: all defaults).
+
+        Raises:
+            AuditError: one line naming ``source`` and the key (unknown key, value out of range).
+        """
+        section = check_section("stats", section, source)
+        return cls(**{k: (int(v) if k in ("min_seeds", "bootstrap_resamples", "bootstrap_seed")
+                          else float(v)) for k, v in section.items()})
 
 
 def load_runs(path: str | os.PathLike) -> pd.DataFrame:
@@ -134,31 +128,23 @@ def arm(runs: pd.DataFrame, corpus: str, head: str, metric: str) -> Arm:
 
 
 def load_config(path: str | os.PathLike) -> dict:
-    """Read a study config and merge in the claims of its ``claims_file`` (if any).
+    """Read a stats config (or a whole study config), check its statistics sections against
+    the study schema (``audit.config.check_stats_config``: defaults filled in) and merge in the
+    claims of its ``claims_file`` (if any), checked against the same schema.
 
     ``claims_file`` is resolved against the working directory first (Snakemake runs from the
     repository root), then against the config file's own directory. Claims from the file come
     after the config's own ``claims:``; a repeated claim id is an error.
     """
     name = str(path)
-    cfg = _read_yaml(path)
-    claims = list(cfg.get("claims") or [])
-    ref = cfg.get("claims_file")
+    cfg = check_stats_config(_read_yaml(path), name)
+    ref = cfg["claims_file"]
     if ref:
         candidates = [Path(ref), Path(path).parent / ref]
         found = next((c for c in candidates if c.is_file()), None)
         if found is None:
             raise AuditError(f"{name}: claims_file {ref!r} not found")
-        extra = _read_yaml(found)
-        more = extra.get("claims") if isinstance(extra, dict) else None
-        if not isinstance(more, list):
-            raise AuditError(f"{found}: expected a top-level 'claims:' list")
-        claims += more
-    ids = [c.get("id") if isinstance(c, dict) else None for c in claims]
-    for i, cid in enumerate(ids):
-        if cid in ids[:i]:
-            raise AuditError(f"{name}: duplicate claim id {cid!r}")
-    cfg["claims"] = claims
+        cfg["claims"] = cfg["claims"] + read_claims_file(found, taken=[c["id"] for c in cfg["claims"]])
     return cfg
 
 

@@ -1,4 +1,4 @@
-"""Two-sample tests, effect sizes, equivalence and power for comparing two heads.
+"""Two-sample tests, effect sizes and equivalence for comparing two heads.
 
 Convention everywhere: ``a`` is the candidate head, ``b`` the reference (e.g. softmax);
 ``diff = mean(a) - mean(b)`` in the metric's units. Samples are 1-D arrays of per-seed values
@@ -6,7 +6,13 @@ Convention everywhere: ``a`` is the candidate head, ``b`` the reference (e.g. so
 (shape (R, n_a) and (R, n_b)) so the bootstrap can evaluate them in one call.
 
 Thin wrappers over SciPy and statsmodels; Welch has to be requested explicitly in both
-(SciPy's ``equal_var`` and statsmodels' ``usevar`` default to the pooled test).
+(SciPy's ``equal_var`` and statsmodels' ``usevar`` default to the pooled test). Power and the
+seeds needed are in ``audit.stats.power``.
+
+Undefined tests stay undefined: when both arms are constant every statistic divided by a
+standard deviation (Welch's and Student's t, TOST, Hedges' g) is 0/0 or c/0, and SciPy's
+fallback (t = inf, df = 1, p = 0) would read as a certain difference. Here they are NaN, and
+``undefined_reason`` says why, so the row leaves its Holm family with that reason.
 """
 
 from __future__ import annotations
@@ -16,10 +22,32 @@ import warnings
 
 import numpy as np
 from scipy import stats
-from statsmodels.stats.power import TTestIndPower
 from statsmodels.stats.weightstats import ttost_ind
 
 RANK_TEST = "mann-whitney-u"  # name written into every row that carries rank_test_p
+
+
+def is_constant(x: np.ndarray) -> np.ndarray:
+    """True where all values along the last axis are identical (shape (...,)).
+
+    Tested on the range, not on the variance: the mean of ten copies of 0.1 is not exactly 0.1
+    in floating point, so ``var`` of a constant arm can come out as 1e-34 instead of 0, and a
+    t statistic of 1e16 would replace the undefined one.
+    """
+    x = np.asarray(x, float)
+    return np.ptp(x, axis=-1) == 0 if x.shape[-1] else np.zeros(x.shape[:-1], bool)
+
+
+def undefined_reason(a: np.ndarray, b: np.ndarray) -> str:
+    """Why Welch's t (and TOST, Hedges' g, power) is undefined for these arms; '' if defined."""
+    if len(a) < 2 or len(b) < 2:
+        return f"undefined: an arm has fewer than 2 values (n_a={len(a)}, n_b={len(b)})"
+    if is_constant(a) and is_constant(b):
+        same = "equal" if a[0] == b[0] else "different"
+        return (f"undefined: both arms constant at {same} values (A = {a[0]:.6g}, B = {b[0]:.6g}); "
+                "Welch's t, TOST, Hedges' g and power need a non-zero SD, so the row is left out "
+                "of the Holm family")
+    return ""
 
 
 def welch(a: np.ndarray, b: np.ndarray, level: float = 0.95) -> dict:
@@ -34,15 +62,16 @@ def welch(a: np.ndarray, b: np.ndarray, level: float = 0.95) -> dict:
         level: confidence level of the difference CI.
 
     Returns:
-        dict with ``t, df, p, ci_low, ci_high``; NaN where undefined (both SDs zero).
+        dict with ``t, df, p, ci_low, ci_high``; all NaN where undefined (an arm with fewer
+        than 2 values, or both arms constant: SciPy would return t = +-inf, df = 1, p = 0).
     """
     nan = dict(t=math.nan, df=math.nan, p=math.nan, ci_low=math.nan, ci_high=math.nan)
-    if len(a) < 2 or len(b) < 2:
+    if undefined_reason(a, b):
         return nan
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # zero variance: NaN is the answer
+        warnings.simplefilter("ignore", RuntimeWarning)  # SciPy's precision-loss note for a constant arm
         res = stats.ttest_ind(a, b, equal_var=False)
-        if not np.isfinite(res.pvalue):
+        if not np.isfinite(res.statistic):
             return nan
         ci = res.confidence_interval(level)
     return dict(t=float(res.statistic), df=float(res.df), p=float(res.pvalue),
@@ -53,9 +82,10 @@ def student_p(a: np.ndarray, b: np.ndarray) -> float:
     """Student's pooled-variance t-test, two-sided p (H0: E[a] = E[b]).
 
     Reported only because the audited papers used it (LK Table 2 p-values are Student's with
-    df = n_a + n_b - 2); decisions use Welch.
+    df = n_a + n_b - 2); decisions use Welch. NaN where Welch is undefined (the pooled SD is
+    then zero too).
     """
-    if len(a) < 2 or len(b) < 2:
+    if undefined_reason(a, b):
         return math.nan
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -67,11 +97,14 @@ def rank_test_p(a: np.ndarray, b: np.ndarray) -> float:
 
     Exact null distribution when there are no ties (SciPy's ``auto`` switches to the normal
     approximation above n = 8, which overstates p for 10 completely separated seeds:
-    1.8e-4 instead of the exact 1.1e-5); with ties, the tie-corrected normal approximation.
+    1.8e-4 instead of the exact 1.1e-5); with ties, the tie-corrected normal approximation
+    with a continuity correction (|U - n_a n_b / 2| reduced by 1/2; SciPy's default, and R's
+    ``wilcox.test``). Defined when both arms are constant at different values (complete
+    separation); NaN when every value is tied, where the tie-corrected variance is zero.
     Preferred to Brunner-Munzel here because with 10 seeds heads are often completely
     separated, where Brunner-Munzel's variance estimate is zero and its p collapses to 0.
     """
-    if len(a) < 1 or len(b) < 1:
+    if len(a) < 1 or len(b) < 1 or is_constant(np.concatenate([a, b])):
         return math.nan
     ties = len(np.unique(np.concatenate([a, b]))) < len(a) + len(b)
     method = "asymptotic" if ties or len(a) + len(b) > 400 else "exact"
@@ -87,13 +120,14 @@ def hedges_g(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         a: shape (..., n_a); b: shape (..., n_b), same leading shape.
 
     Returns:
-        shape (...); NaN where the pooled SD is zero.
+        shape (...); NaN where the pooled SD is zero (both arms constant).
     """
     n_a, n_b = a.shape[-1], b.shape[-1]
     pooled = ((n_a - 1) * a.var(axis=-1, ddof=1) + (n_b - 1) * b.var(axis=-1, ddof=1)) / (n_a + n_b - 2)
     with np.errstate(divide="ignore", invalid="ignore"):
         d = (a.mean(axis=-1) - b.mean(axis=-1)) / np.sqrt(pooled)
-    d = np.where(pooled > 0, d, np.nan)
+    # both constant: the pooled variance may be rounding noise (1e-34), not 0, so test the range
+    d = np.where((pooled > 0) & ~(is_constant(a) & is_constant(b)), d, np.nan)
     return d * (1 - 3 / (4 * (n_a + n_b) - 9))
 
 
@@ -117,51 +151,12 @@ def tost_p(a: np.ndarray, b: np.ndarray, margin: float) -> float:
     """Two one-sided Welch tests for equivalence within +/- ``margin``.
 
     H0: |E[a] - E[b]| >= margin; H1: |E[a] - E[b]| < margin. A small p supports equivalence;
-    a large one says nothing (it is not evidence of a difference).
+    a large one says nothing (it is not evidence of a difference). NaN without a positive margin
+    or where Welch is undefined (both arms constant).
     """
-    if len(a) < 2 or len(b) < 2 or not margin > 0:
+    if undefined_reason(a, b) or not margin > 0:
         return math.nan
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         p = ttost_ind(a, b, -margin, margin, usevar="unequal")[0]
     return float(p) if np.isfinite(p) else math.nan
-
-
-def _effect(sd_a: float, sd_b: float, margin: float) -> float:
-    # Standardise the margin by the root mean variance of the two arms: with equal n this is
-    # the pooled SD, and it stays defined when one arm has (near) zero spread.
-    sd = math.sqrt((sd_a ** 2 + sd_b ** 2) / 2)
-    return margin / sd if sd > 0 else math.inf
-
-
-def power_at_margin(sd_a: float, sd_b: float, n_a: int, n_b: int, margin: float, alpha: float) -> float:
-    """Power of the two-sided two-sample t-test at alpha to detect a true difference = margin.
-
-    Uses statsmodels' pooled-t power (no Welch power exists there; with equal n the two are
-    close). This is prospective power at a declared effect, not "observed power".
-    """
-    if not (margin > 0 and n_a >= 2 and n_b >= 2 and np.isfinite(sd_a) and np.isfinite(sd_b)):
-        return math.nan
-    es = _effect(sd_a, sd_b, margin)
-    if math.isinf(es):
-        return 1.0
-    return float(TTestIndPower().power(effect_size=es, nobs1=n_a, alpha=alpha, ratio=n_b / n_a))
-
-
-def seeds_needed(sd_a: float, sd_b: float, margin: float, alpha: float, target: float) -> float:
-    """Seeds per arm (equal n) for the t-test to reach ``target`` power at a difference = margin.
-
-    Returns:
-        The smallest integer n >= 2 per arm, or NaN when the inputs do not define it.
-    """
-    if not (margin > 0 and np.isfinite(sd_a) and np.isfinite(sd_b)):
-        return math.nan
-    es = _effect(sd_a, sd_b, margin)
-    power = TTestIndPower()
-    if math.isinf(es) or power.power(effect_size=es, nobs1=2, alpha=alpha) >= target:
-        return 2.0
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        n = power.solve_power(effect_size=es, power=target, alpha=alpha, ratio=1.0)
-    n = float(np.squeeze(n))
-    return float(math.ceil(n - 1e-9)) if np.isfinite(n) else math.nan

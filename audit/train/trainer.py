@@ -5,7 +5,9 @@ TAR penalties, gradient clipping, then validation with the averaged weights once
 started (NT-ASGD: non-monotone trigger; ET-ASGD: a fixed epoch). The best-validation weights
 are kept. Every epoch ends with an atomic checkpoint holding everything the next epoch depends
 on (weights, optimiser, average, RNG states, data position), so a killed job restarted with the
-same settings resumes and ends with exactly the metrics of an uninterrupted run on the CPU.
+same settings resumes and ends with exactly the metrics of an uninterrupted run on the CPU. A
+checkpoint written under other settings, data, device type or ``TRAINING_VERSION`` is never
+resumed (``audit.train.checkpoint`` decides, and the log says why the run starts afresh).
 A non-finite loss ends the run with status ``failed`` and the reason, instead of crashing.
 """
 
@@ -28,6 +30,17 @@ from audit.device import resolve_device
 from audit.errors import AuditError
 from audit.files import atomic_save, atomic_write_text
 from audit.model.awd_lstm import LanguageModel, ModelConfig, count_parameters, detach_hidden, perplexity
+from audit.train import checkpoint, progress
+from audit.train.steps import FastAverage, keep_freed_memory
+
+# Bump by hand whenever a change to audit/train or audit/model changes the numbers a run computes
+# (the training math, the model's forward pass, the RNG draws): checkpoints written by an older
+# version are then never resumed, so a run never mixes epochs of two versions of the code.
+TRAINING_VERSION = 1
+
+
+# Training steps between two host reads of the divergence check on a GPU.
+SYNC_EVERY = 50
 
 
 class Divergence(Exception):
@@ -131,8 +144,31 @@ class Trainer:
             torch.cuda.set_rng_state_all(state["cuda_rng"])
         self.rng.bit_generator.state = state["numpy_rng"]
 
+    def identity(self) -> dict:
+        """What this run's trajectory depends on (``checkpoint.run_identity``)."""
+        data = checkpoint.data_digest(self.vocab, self.train_data, self.valid_data)
+        return checkpoint.run_identity(self.settings, device_type=self.device.type, data=data,
+                                       training_version=TRAINING_VERSION)
+
+    def verify(self) -> str:
+        """Why a loaded state cannot be trusted, or "" when it can.
+
+        Its evaluation model must reproduce the validation loss its last epoch logged, which
+        catches weights that do not belong to their log and a change to the model code that
+        nobody recorded in ``TRAINING_VERSION``. Exact on the CPU, where runs are bitwise
+        reproducible; within a relative 1e-6 on other devices, whose kernels need not be.
+        Evaluation draws no random numbers, so verifying does not move the trajectory.
+        """
+        if not self.log_rows:
+            return "it records no epoch"
+        logged = self.log_rows[-1]["valid_loss"]
+        now = evaluate_loss(self.eval_model(), self.valid_data, self.t["bptt"])
+        same = now == logged if self.device.type == "cpu" else math.isclose(now, logged, rel_tol=1e-6)
+        return "" if same else f"its weights give validation loss {now!r} where its log says {logged!r}"
+
     def start_averaging(self) -> None:
-        self.average = AveragedModel(self.model)  # equal-weight running mean: ASGD with t0=0, lambda=0
+        # equal-weight running mean: ASGD with t0=0, lambda=0 (torch's AveragedModel, no host reads on a GPU)
+        self.average = FastAverage(self.model)
 
     # ----- one epoch -----------------------------------------------------------------------
     def train_epoch(self) -> dict:
@@ -141,7 +177,16 @@ class Trainer:
         rows = data.size(0) - 1
         budget = rows if t["epoch_tokens"] is None else math.ceil(t["epoch_tokens"] / t["batch_size"])
         hidden = model.init_hidden(t["batch_size"])
-        total_loss, total_tokens, done, start = 0.0, 0, 0, time.perf_counter()
+        keep_freed_memory()  # big per-step tensors stay in the heap: no page faults every step
+        trainable = [p for p in model.parameters() if p.requires_grad]
+        # The loss sum stays on the device (float64, the same additions in the same order as a
+        # Python float, so the same numbers); the host reads it once per epoch. On a GPU the
+        # finiteness check is read every SYNC_EVERY steps, remembering the first bad row; on the
+        # CPU reading is free, so it stays per step and a diverged run stops where it did.
+        check_every = 1 if self.device.type == "cpu" else SYNC_EVERY
+        total_loss = torch.zeros((), dtype=torch.float64, device=self.device)
+        first_bad = torch.full((), -1, dtype=torch.int64, device=self.device)
+        total_tokens, done, steps, start = 0, 0, 0, time.perf_counter()
         if t["epoch_tokens"] is None:
             self.position = 0  # a full pass per epoch, from the start of the split
         while done < budget:
@@ -159,21 +204,34 @@ class Trainer:
             raw_loss = F.nll_loss(log_probs.reshape(-1, log_probs.size(-1)), targets.reshape(-1))
             loss = raw_loss + t["alpha"] * dropped.pow(2).mean()           # AR
             loss = loss + t["beta"] * (raw[1:] - raw[:-1]).pow(2).mean()   # TAR
-            if not torch.isfinite(loss):
-                raise Divergence(f"non-finite training loss at epoch {self.epoch + 1}, row {self.position}")
+            if check_every == 1:
+                if not torch.isfinite(loss):
+                    raise Divergence(f"non-finite training loss at epoch {self.epoch + 1}, row {self.position}")
+            else:
+                first_bad = torch.where((first_bad < 0) & ~torch.isfinite(loss), self.position, first_bad)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], t["clip"])
+            torch.nn.utils.clip_grad_norm_(trainable, t["clip"])
             self.optimizer.step()
             if self.average is not None:
                 self.average.update_parameters(model)
-            total_loss += raw_loss.item() * targets.numel()
+            total_loss += raw_loss.detach().double() * targets.numel()
             total_tokens += targets.numel()
             self.position += seq_len
             done += seq_len
+            steps += 1
+            if check_every > 1 and (steps % check_every == 0 or done >= budget):
+                self.raise_if_diverged(first_bad)
+        total_loss = total_loss.item()
         seconds = time.perf_counter() - start
         return {"train_loss": total_loss / total_tokens, "train_seconds": seconds,
                 "tokens_per_second": total_tokens / seconds}
+
+    def raise_if_diverged(self, first_bad: torch.Tensor) -> None:
+        """Divergence at the first row whose training loss was not finite (-1: none yet)."""
+        row = int(first_bad)
+        if row >= 0:
+            raise Divergence(f"non-finite training loss at epoch {self.epoch + 1}, row {row}")
 
     def eval_model(self) -> torch.nn.Module:
         return self.average.module if self.average is not None else self.model
@@ -207,6 +265,38 @@ class Trainer:
         return False
 
 
+def resume(settings: dict, corpus_path: str, path: Path, log=print) -> Trainer:
+    """A trainer for this run at the state of checkpoint ``path`` if it may be resumed, else fresh.
+
+    The checkpoint must carry this run's identity (``checkpoint.load``) and, once loaded,
+    reproduce the validation loss it logged (``Trainer.verify``). Otherwise it is deleted and
+    the log gets one line saying why the run starts afresh. A finished run's checkpoint (as
+    after ``snakemake -f``) passes the same checks and then trains no epoch: the run's files are
+    rewritten from it with the same numbers.
+    """
+    trainer = Trainer(settings, corpus_path, log)
+    state, reason = checkpoint.load(path, trainer.identity(), trainer.t["epochs"])
+    if state is not None:
+        try:
+            trainer.load_state_dict(state)
+            reason = trainer.verify()
+        except Exception as err:  # readable, same fingerprint, yet it does not fit: never a crash loop
+            reason = f"does not load into this run ({type(err).__name__}: {' '.join(str(err).split())[:200]})"
+        else:
+            if reason:
+                reason = f"does not reproduce its validation loss ({reason})"
+        if not reason:
+            epochs = trainer.t["epochs"]
+            log(f"resumed checkpoint {path} after epoch {trainer.epoch} of {epochs} (same run identity, "
+                f"validation loss reproduced)" + ("; nothing left to train" if trainer.epoch == epochs else ""))
+            return trainer
+        trainer = Trainer(settings, corpus_path, log)  # loading moved weights and RNGs: build it afresh
+    if reason:
+        log(f"warning: checkpoint {path} {reason}: discarded, training afresh")
+        checkpoint.discard(path)
+    return trainer
+
+
 def train(settings: dict, corpus_path: str, out_dir: str | os.PathLike, log=print) -> dict:
     """Train (or resume) one run; write ``model.pt`` and ``metrics.json`` into ``out_dir``.
 
@@ -214,16 +304,15 @@ def train(settings: dict, corpus_path: str, out_dir: str | os.PathLike, log=prin
         The metrics dict written to ``metrics.json`` (``status`` is ``ok`` or ``failed``).
     """
     out = Path(out_dir)
-    checkpoint = out / "work" / "last.pt"
-    trainer = Trainer(settings, corpus_path, log)
-    if checkpoint.is_file():
-        trainer.load_state_dict(torch.load(checkpoint, weights_only=False, map_location=trainer.device))
-        log(f"resumed from {checkpoint} after epoch {trainer.epoch}")
+    last = out / "work" / "last.pt"
+    trainer = resume(settings, corpus_path, last, log)
+    identity = trainer.identity()
     status, error = "ok", ""
     try:
         while trainer.epoch < trainer.t["epochs"]:
             row = trainer.run_epoch()
-            atomic_save(trainer.state_dict(), checkpoint)
+            checkpoint.save(trainer.state_dict(), identity, trainer.t["epochs"], last)
+            progress.record(out, trainer.log_rows, trainer.t["epochs"])  # for `python -m audit progress`
             log(f"epoch {row['epoch']:4d} | train loss {row['train_loss']:.4f} ppl {row['train_ppl']:9.2f} | "
                 f"valid ppl {row['valid_ppl']:9.2f} | {row['tokens_per_second']:8.0f} tok/s"
                 + (" | switched to ASGD" if row.get("switched_to_asgd") else ""))

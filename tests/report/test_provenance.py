@@ -77,3 +77,26 @@ def test_collect_reads_run_times_and_config(tmp_path):
     assert record["software"]["packages"]["numpy"] != "not installed"
     assert record["hardware"]["cpu"] and record["command"] == "snakemake --cores all"
     json.dumps(record)  # serialisable as written by the CLI
+
+
+def _benchmark(path, **values) -> None:
+    """A benchmark file as Snakemake writes it (its own writer)."""
+    from snakemake.benchmark import BenchmarkRecord, write_benchmark_records
+
+    record = BenchmarkRecord(**values)
+    record.data_collected = "max_rss" in values
+    write_benchmark_records([record], str(path), False)
+
+
+def test_benchmarks_reads_snakemakes_files_per_run_and_job(tmp_path):
+    measured, old = tmp_path / "ptb" / "softmax" / "2", tmp_path / "ptb" / "mos" / "1"
+    measured.mkdir(parents=True)
+    old.mkdir(parents=True)
+    _benchmark(measured / "benchmark_train.tsv", running_time=125.5, max_rss=812.25, cpu_time=240.0)
+    _benchmark(measured / "benchmark_evaluate.tsv", running_time=9.75)  # nothing sampled: NA columns
+    rows = provenance.benchmarks([measured, old])  # the old run has no benchmark files
+    assert rows == [
+        {"corpus": "ptb", "head": "softmax", "seed": 2, "job": "train", "seconds": 125.5, "max_rss_mb": 812.25,
+         "cpu_seconds": 240.0},
+        {"corpus": "ptb", "head": "softmax", "seed": 2, "job": "evaluate", "seconds": 9.75, "max_rss_mb": None,
+         "cpu_seconds": None}]

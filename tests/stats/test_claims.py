@@ -112,11 +112,24 @@ def test_correlation_claims():
     assert row.verdict == "supported" and row.kind == "correlation" and row.estimate < 0
 
 
+def test_claim_levels_are_the_levels_the_correlations_table_computes():
+    from audit.config import _schema
+    from audit.stats.correlations import LEVELS
+
+    level = _schema()["$defs"]["claim_correlation"]["properties"]["level"]
+    assert tuple(level["enum"]) == LEVELS and level["default"] == "runs"
+
+
 def test_claim_validation():
     runs = make_runs({"softmax": (57.0, 0.1, 10)})
-    with pytest.raises(AuditError, match="expect must be one of"):
+    # errors worded by configs/schema.yaml: one line naming the source and the key
+    with pytest.raises(AuditError, match=r"^config: config key claims\[0\]\.expect: 'better' is not one of \['lower'"):
         run_claims(runs, {"claims": [claim("c", "plif", "softmax", "better")]})
-    with pytest.raises(AuditError, match="exactly one of"):
-        run_claims(runs, {"claims": [{"id": "c", "source": "s", "expect": "lower"}]})
-    with pytest.raises(AuditError, match="missing key 'source'"):
+    with pytest.raises(AuditError, match=r"^config: config key claims\[1\]: give exactly one of 'comparison' or 'correlation'$"):
+        run_claims(runs, {"claims": [claim("ok", "plif", "softmax", "lower"), {"id": "c", "source": "s", "expect": "lower"}]})
+    with pytest.raises(AuditError, match=r"^config: config key claims\[0\]: 'source' is a required property$"):
         run_claims(runs, {"claims": [{"id": "c", "comparison": {}}]})
+    with pytest.raises(AuditError, match=r"^config: config key claims\[0\]\.expect: 'lower' is not one of \['positive'"):
+        run_claims(runs, {"claims": [{"id": "c", "source": "s", "expect": "lower", "correlation": {"name": "r"}}]})
+    with pytest.raises(AuditError, match=r"^config: config key claims\[1\]\.id: duplicate claim id 'c'$"):
+        run_claims(runs, {"claims": [claim("c", "plif", "softmax", "lower")] * 2})

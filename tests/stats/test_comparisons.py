@@ -1,16 +1,19 @@
 """Comparisons table: the LK papers' published p-values, exclusions, Holm families, verdicts."""
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
 from audit.errors import AuditError
+from audit.stats.claims import claims_table
 from audit.stats.comparisons import COLUMNS, comparisons_table
-from audit.stats.io import Settings
+from audit.stats.io import Settings, load_runs
 
 FAST = Settings(bootstrap_resamples=2000)
 
@@ -153,7 +156,8 @@ def test_direction_effect_sizes_and_bootstrap_record():
 
 def test_config_errors_are_one_line():
     runs = _arms(softmax=[1.0] * 5, plif=[2.0] * 5)
-    with pytest.raises(AuditError, match="unknown key 'metric'"):
+    with pytest.raises(AuditError, match=r"^config: config key comparisons\[0\]: Additional properties are not "
+                                         r"allowed \('metric' was unexpected\)$"):
         comparisons_table(runs, {"comparisons": [{"family": "f", "pairs": [["plif", "softmax"]],
                                                   "metric": ["test_ppl"]}]}, FAST)
     with pytest.raises(AuditError, match="no metric column 'valid_ppl'"):
@@ -177,3 +181,103 @@ def test_against_patterns_expand_to_the_matching_heads_in_one_holm_family():
                            equal_var=False).pvalue
            for h in run.head_a]
     assert np.allclose(run.p_adj, multipletests(raw, method="holm")[1])   # plif (not run) is left out of Holm
+
+
+# ---------------------------------------------------------------- independent check against R
+FIXTURES = Path(__file__).parents[1] / "fixtures"
+KEYS = ["family", "corpus", "metric", "head_a", "head_b"]
+# columns R computed (tests/fixtures/r_golden.R), compared where either side has a value: NaN
+# must meet NaN, so an undefined test can never come back as a number
+R_COLUMNS = ["n_a", "n_b", "n_failed_a", "n_failed_b", "n_missing_a", "n_missing_b", "welch_t", "welch_df",
+             "welch_p", "diff_ci_low", "diff_ci_high", "student_p", "rank_test_p", "tost_p", "hedges_g",
+             "prob_superiority", "power", "seeds_needed", "p_adj", "tost_p_adj", "family_size",
+             "family_dropped"]
+DESCRIPTIVE = ["mean_a", "mean_b", "sd_a", "sd_b", "diff"]        # R leaves them empty for n < 2
+REASON = {"welch": "welch p_adj", "tost": "tost p_adj", "undefined": "undefined: both arms constant",
+          "not run": "not run", "runs failed": "runs failed", "too few seeds": "too few seeds",
+          "underpowered": "underpowered", "no decision": "no decision", "not significant": "not significant"}
+
+
+@pytest.fixture(scope="module")
+def r_golden():
+    cfg = yaml.safe_load((FIXTURES / "r_golden_study.yaml").read_text())
+    runs = load_runs(FIXTURES / "r_golden_runs.csv")
+    ours = comparisons_table(runs, cfg, Settings.from_config(cfg["stats"]))
+    theirs = pd.read_csv(FIXTURES / "r_golden_comparisons.csv")
+    return ours.merge(theirs, on=KEYS, how="outer", suffixes=("", "_r"), indicator=True), cfg, runs
+
+
+def test_comparisons_agree_with_r(r_golden):
+    """Unequal n, ties, failed runs, NaN metrics, constant arms (equal and different), a head
+    missing from one corpus, four Holm families (one split by corpus), far-tail power."""
+    both, _, _ = r_golden
+    assert len(both) == 26 and (both["_merge"] == "both").all()
+    for col in R_COLUMNS + DESCRIPTIVE:
+        ours, theirs = both[col].astype(float), both[f"{col}_r"].astype(float)
+        check = theirs.notna() if col in DESCRIPTIVE else theirs.notna() | ours.notna()
+        for key, x, y in zip(both[KEYS].itertuples(index=False), ours[check], theirs[check]):
+            assert x == pytest.approx(y, rel=1e-8, abs=1e-13, nan_ok=True), (col, tuple(key))
+    assert (both["verdict"] == both["verdict_r"]).all()
+    for reason, kind in zip(both["reason"], both["reason_kind"]):
+        assert reason.startswith(REASON[kind]), (reason, kind)
+    # the cases the table got wrong before: 5 undefined rows, far-tail power 1.0 in family wide
+    assert (both["reason_kind"] == "undefined").sum() == 5
+    assert np.allclose(both.loc[both.family == "wide", "power"], 1.0, rtol=0, atol=1e-9)
+
+
+def test_undefined_rows_report_no_number_that_was_not_computed(r_golden):
+    both, _, _ = r_golden
+    undefined = both[both["reason"].str.startswith("undefined")]
+    for col in ("welch_t", "welch_df", "welch_p", "diff_ci_low", "diff_ci_high", "student_p", "p_adj",
+                "hedges_g", "hedges_g_ci_low", "hedges_g_ci_high", "tost_p", "tost_p_adj", "power",
+                "seeds_needed"):
+        assert undefined[col].isna().all(), col
+    assert (undefined["verdict"] == "inconclusive").all() and (undefined[["sd_a", "sd_b"]] == 0).all().all()
+    # defined without an SD: means, diff, P(A better) with its (degenerate) bootstrap CI; the rank
+    # test unless every value is tied
+    different = undefined[undefined["mean_a"] != undefined["mean_b"]]
+    assert len(different) == 2 and different["rank_test_p"].notna().all()
+    assert (different["prob_superiority"] == 1.0).all() and (different["prob_superiority_ci_low"] == 1.0).all()
+    assert undefined.loc[undefined["mean_a"] == undefined["mean_b"], "rank_test_p"].isna().all()
+    # the family counts only the defined tests: ranks has 8 rows, 4 defined
+    ranks = both[both.family == "ranks"]
+    assert (ranks["family_size"] == 4).all() and (ranks["family_dropped"] == 4).all()
+    defined = ranks[ranks["welch_p"].notna()]
+    assert defined["p_adj"].to_numpy() == pytest.approx(multipletests(defined["welch_p"], method="holm")[1])
+    # no reason anywhere prints an undefined number
+    assert not both["reason"].str.contains(r"\bnan\b|\binf\b", case=False).any()
+
+
+def test_claims_resting_on_an_undefined_row_stay_inconclusive(r_golden):
+    _, cfg, runs = r_golden
+    cfg = dict(cfg, claims=[
+        {"id": "mos-rank", "source": "t", "comparison": {"head_a": "mos", "head_b": "softmax",
+                                                         "metric": "press_rank"}, "expect": "higher"},
+        {"id": "frozen-same", "source": "t", "comparison": {"head_a": "frozen2", "head_b": "frozen",
+                                                            "metric": "test_ppl"}, "expect": "equivalent",
+         "corpora": ["wt2"]},
+        {"id": "own", "source": "t", "comparison": {"head_a": "mos", "head_b": "plif", "metric": "press_rank"},
+         "expect": "higher", "equivalence_margin": 5}])
+    settings = Settings.from_config(cfg["stats"])
+    table = comparisons_table(runs, cfg, settings)
+    claims = claims_table(runs, cfg, settings, table, None).set_index(["claim_id", "corpus"])
+    for key in [("mos-rank", "ptb"), ("mos-rank", "wt2"), ("frozen-same", "wt2"), ("own", "ptb"), ("own", "wt2")]:
+        row = claims.loc[key]
+        assert row.verdict == "inconclusive" and row.reason.startswith("undefined: both arms constant"), key
+        assert np.isnan(row.p) and np.isnan(row.p_adj) and np.isnan(row.power), key
+    # the claim-only family "claims" holds no defined test: size 0, nothing adjusted
+    assert "(m=0)" in claims.loc[("own", "ptb"), "p_name"]
+
+
+def test_constant_float_arms_are_undefined_not_a_huge_t():
+    """0.1 repeated has a rounding-noise variance (about 1e-34), where SciPy gives t of 1e16."""
+    runs = _arms(softmax=[0.1] * 6, plif=[0.2] * 6, gss=list(exact_sample(0.15, 0.01, seed=3)))
+    runs["wordsim_x"] = runs["test_ppl"]
+    cfg = {"comparisons": [{"family": "f", "baseline": "softmax", "against": ["plif", "gss"],
+                            "metrics": ["wordsim_x"], "equivalence_margin": 0.05}]}
+    t = comparisons_table(runs, cfg, FAST).set_index("head_a")
+    assert t.loc["plif", "sd_a"] == 0.0 and t.loc["plif", "sd_b"] == 0.0
+    assert t.loc["plif", ["welch_t", "welch_p", "hedges_g", "hedges_g_ci_low", "power"]].isna().all()
+    assert t.loc["plif", "reason"].startswith("undefined: both arms constant at different values")
+    assert (t["family_size"] == 1).all() and (t["family_dropped"] == 1).all()
+    assert t.loc["gss", "p_adj"] == t.loc["gss", "welch_p"]          # a family of one

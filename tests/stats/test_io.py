@@ -53,9 +53,10 @@ def test_config_merges_claims_file_and_rejects_duplicates(tmp_path):
     cfg = load_config(FIX / "stats_study.yaml")
     ids = [c["id"] for c in cfg["claims"]]
     assert "plif-lowers-ppl" in ids and len(ids) == len(set(ids))
-    (tmp_path / "claims.yaml").write_text("claims:\n  - {id: x, source: s}\n")
-    (tmp_path / "study.yaml").write_text("claims_file: claims.yaml\nclaims:\n  - {id: x, source: t}\n")
-    with pytest.raises(AuditError, match="duplicate claim id 'x'"):
+    claim = "{id: x, source: %s, expect: lower, comparison: {head_a: mos, head_b: softmax, metric: test_ppl}}"
+    (tmp_path / "claims.yaml").write_text(f"claims:\n  - {claim % 's'}\n")
+    (tmp_path / "study.yaml").write_text(f"claims_file: claims.yaml\nclaims:\n  - {claim % 't'}\n")
+    with pytest.raises(AuditError, match=r"claims\.yaml: config key claims\[0\]\.id: duplicate claim id 'x'$"):
         load_config(tmp_path / "study.yaml")
     (tmp_path / "study.yaml").write_text("claims_file: nope.yaml\n")
     with pytest.raises(AuditError, match="claims_file 'nope.yaml' not found"):
@@ -65,13 +66,34 @@ def test_config_merges_claims_file_and_rejects_duplicates(tmp_path):
         load_config(tmp_path / "study.yaml")
 
 
+def test_stats_config_is_checked_against_the_study_schema(tmp_path):
+    path = tmp_path / "stats.yaml"
+    path.write_text("comparisons:\n  - {family: f, pairs: [[mos, softmax]]}\n")
+    with pytest.raises(AuditError, match=rf"^{path}: config key comparisons\[0\]: 'metrics' is a required property$"):
+        load_config(path)
+    path.write_text("correlation:\n  - {name: c, x: press_rank, y: test_ppl}\n")
+    with pytest.raises(AuditError, match=r"config key <top level>: Additional properties are not allowed "
+                                         r"\('correlation' was unexpected\)$"):
+        load_config(path)
+    (tmp_path / "claims.yaml").write_text("claims:\n  - {id: x, source: s, expect: up, correlation: {name: c}}\n")
+    path.write_text("claims_file: claims.yaml\n")
+    with pytest.raises(AuditError, match=rf"^{tmp_path / 'claims.yaml'}: config key claims\[0\]\.expect: 'up' is not one of"):
+        load_config(path)
+    path.write_text("stats:\n")               # an empty section: every default
+    cfg = load_config(path)
+    assert cfg["stats"]["min_seeds"] == 5 and cfg["comparisons"] == [] and cfg["claims"] == []
+
+
 def test_settings_defaults_and_validation():
     s = Settings.from_config(None)
     assert (s.min_seeds, s.alpha, s.bootstrap_resamples, s.bootstrap_seed, s.power_target) == (5, 0.05, 10000, 12345, 0.8)
+    assert Settings() == s and isinstance(s.min_seeds, int) and isinstance(s.alpha, float)
     assert Settings.from_config({"bootstrap_resamples": 2000}).bootstrap_resamples == 2000
-    with pytest.raises(AuditError, match="unknown key stats.seeds"):
+    with pytest.raises(AuditError, match=r"^study\.yaml: config key stats: Additional properties are not allowed "
+                                         r"\('seeds' was unexpected\)$"):
         Settings.from_config({"seeds": 3}, "study.yaml")
-    with pytest.raises(AuditError, match="stats.alpha"):
+    with pytest.raises(AuditError, match=r"^config: config key stats\.alpha: 1\.5 is greater than or equal to the "
+                                         r"maximum of 0\.5$"):
         Settings.from_config({"alpha": 1.5})
 
 

@@ -1,10 +1,29 @@
-"""Holm correction: adjusted >= raw, monotone in the raw order, NaN-safe, statsmodels-equal."""
+"""Holm correction: adjusted >= raw, monotone in the raw order, NaN-safe, equal to R's p.adjust.
+
+Golden values are Holm's step-down worked by hand (``pmin(1, cummax((m - i + 1) * p[o]))`` over
+the sorted p-values) and checked with R 4.2.2's ``p.adjust(p, "holm")``, which printed exactly
+these values; not statsmodels, which ``adjust`` itself calls.
+"""
 
 import numpy as np
 import pytest
-from statsmodels.stats.multitest import multipletests
 
 from audit.stats.multiplicity import adjust
+
+
+@pytest.mark.parametrize("p, expected", [
+    # sorted 0.01 0.02 0.03 0.04 0.05, m = 5: 5(.01) = .05, 4(.02) = .08, 3(.03) = .09, 2(.04) = .08 -> .09
+    # (step-down keeps the running maximum), 1(.05) = .05 -> .09
+    ([0.01, 0.02, 0.03, 0.04, 0.05], [0.05, 0.08, 0.09, 0.09, 0.09]),
+    # unsorted input, capped at 1: 3(.02) = .06, 2(.4) = .8, 1(.6) = .6 -> .8
+    ([0.4, 0.6, 0.02], [0.8, 0.8, 0.06]),
+    ([0.6, 0.7], [1.0, 1.0]),                         # 2(.6) = 1.2 -> 1
+    ([0.03, 0.03, 0.001], [0.06, 0.06, 0.003]),       # ties share the larger multiplier's max
+    ([0.2], [0.2]),                                   # a family of one is not adjusted
+])
+def test_holm_equals_r_p_adjust(p, expected):
+    adj, size, dropped = adjust(p)
+    assert adj == pytest.approx(expected, abs=1e-12) and (size, dropped) == (len(p), 0)
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -26,11 +45,9 @@ def test_nan_is_dropped_counted_and_does_not_poison():
     adj, size, dropped = adjust(p)
     assert (size, dropped) == (3, 2)
     assert np.isnan(adj[[1, 4]]).all()
-    assert adj[[0, 2, 3]] == pytest.approx(multipletests([0.01, 0.04, 0.03], method="holm")[1])
-    # statsmodels on its own mishandles NaN: all-NaN in old versions (statsmodels#2899); in
-    # 0.15 the NaNs still count towards m, so the smallest p is multiplied by 5, not 3
-    raw = multipletests(p, method="holm")[1]
-    assert np.isnan(raw).all() or raw[0] > adj[0]
+    # m = 3, not 5: 3(.01) = .03, 2(.03) = .06, 1(.04) = .04 -> .06; counting the NaNs
+    # towards m (what statsmodels 0.15 does on its own) would give 0.05 for the smallest p
+    assert adj[[0, 2, 3]] == pytest.approx([0.03, 0.06, 0.06], abs=1e-12)
 
 
 def test_empty_and_all_nan():

@@ -1,12 +1,13 @@
-"""Two-sample tests, effect sizes, TOST and power against SciPy/statsmodels golden values."""
+"""Two-sample tests, effect sizes and TOST against SciPy/statsmodels golden values; undefined
+cases (both arms constant) stay undefined. Power: test_power.py; R: test_comparisons.py."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
 from scipy import stats
 from statsmodels.stats.meta_analysis import effectsize_smd
-from statsmodels.stats.power import TTestIndPower
 from statsmodels.stats.weightstats import ttost_ind
 
 from audit.stats import tests as T
@@ -36,6 +37,48 @@ def test_welch_and_student_match_scipy(samples):
 def test_welch_undefined_for_constant_arms():
     assert math.isnan(T.welch(np.ones(5), np.ones(5))["p"])
     assert math.isnan(T.welch(np.ones(1), np.ones(5))["p"])
+
+
+# 0.1 and 0.2 repeated: their mean is not exactly 0.1 / 0.2 in floating point, so np.var gives
+# rounding noise instead of 0 and SciPy returns a finite t of about 1e16 rather than inf
+@pytest.mark.parametrize("a, b", [(np.full(6, 3.0), np.full(5, 5.0)), (np.full(10, 0.1), np.full(7, 0.2)),
+                                  (np.full(5, 400.0), np.full(5, 400.0))])
+def test_both_arms_constant_is_undefined_in_every_sd_based_column(a, b):
+    """SciPy's fallback is t = inf, df = 1, p = 0: a "certain" difference from no information."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        scipy_fallback = stats.ttest_ind(a, b, equal_var=False).pvalue
+    assert scipy_fallback < 1e-10 or a[0] == b[0]          # what the table used to report
+    assert T.undefined_reason(a, b).startswith("undefined: both arms constant")
+    assert all(math.isnan(v) for v in T.welch(a, b).values())
+    assert math.isnan(T.student_p(a, b)) and math.isnan(T.tost_p(a, b, 0.5))
+    assert math.isnan(float(T.hedges_g(a, b)))
+    # the rank test and P(A > B) do not divide by an SD: defined unless every value is tied
+    if a[0] != b[0]:
+        assert T.rank_test_p(a, b) == pytest.approx(stats.mannwhitneyu(a, b, method="asymptotic").pvalue)
+        assert float(T.prob_superiority(a, b, lower_is_better=True)) == float(a[0] < b[0])
+    else:
+        assert math.isnan(T.rank_test_p(a, b))       # zero tie-corrected variance (R: NaN too)
+        assert float(T.prob_superiority(a, b, lower_is_better=True)) == 0.5
+
+
+def test_one_constant_arm_is_defined():
+    a, b = np.full(6, 57.5), np.array([57.1, 57.0, 57.2, 56.9, 57.05, 57.15])
+    assert T.undefined_reason(a, b) == ""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)    # SciPy's note on the constant arm
+        ref = stats.ttest_ind(a, b, equal_var=False)
+    assert T.welch(a, b)["p"] == pytest.approx(ref.pvalue, rel=1e-9)
+    assert T.welch(a, b)["df"] == pytest.approx(len(b) - 1)        # all the variance is b's
+    assert np.isfinite(T.student_p(a, b)) and np.isfinite(float(T.hedges_g(a, b)))
+    assert np.isfinite(T.tost_p(a, b, 0.5))
+
+
+def test_hedges_g_bootstrap_rows_with_both_arms_constant_are_nan():
+    a = np.array([[0.1] * 5, [0.1, 0.2, 0.1, 0.1, 0.3]])
+    b = np.array([[0.3] * 4, [0.3] * 4])
+    g = T.hedges_g(a, b)
+    assert math.isnan(g[0]) and np.isfinite(g[1])
 
 
 def test_rank_test_exact_under_separation():
@@ -75,13 +118,8 @@ def test_tost_identical_is_equivalent_and_shifted_is_not():
     assert math.isnan(T.tost_p(a, b, float("nan")))
 
 
-def test_power_and_seeds_needed_match_statsmodels():
-    power = TTestIndPower()
-    es = 0.2 / math.sqrt((0.1 ** 2 + 0.3 ** 2) / 2)
-    assert T.power_at_margin(0.1, 0.3, 10, 10, 0.2, 0.05) == pytest.approx(power.power(es, 10, 0.05))
-    n = T.seeds_needed(0.1, 0.3, 0.2, 0.05, 0.8)
-    assert n == math.ceil(power.solve_power(es, power=0.8, alpha=0.05))
-    # n is the smallest size that reaches the target
-    assert power.power(es, n, 0.05) >= 0.8 > power.power(es, n - 1, 0.05)
-    assert T.seeds_needed(0.01, 0.01, 1.0, 0.05, 0.8) == 2
-    assert math.isnan(T.seeds_needed(0.1, 0.1, float("nan"), 0.05, 0.8))
+def test_rank_test_with_ties_carries_a_continuity_correction():
+    c = np.array([1.0, 1, 2, 3, 4]); d = np.array([2.0, 5, 6, 6, 7])
+    corrected = stats.mannwhitneyu(c, d, method="asymptotic", use_continuity=True).pvalue
+    assert T.rank_test_p(c, d) == pytest.approx(corrected, rel=1e-12)
+    assert corrected != pytest.approx(stats.mannwhitneyu(c, d, method="asymptotic", use_continuity=False).pvalue)

@@ -10,16 +10,7 @@ import pytest
 import torch
 
 from audit.train.trainer import batchify, sequence_lengths, train
-from helpers import tiny_settings
-
-# wall-clock fields differ between any two runs; everything else must be identical
-TIMING = {"wall_seconds", "tokens_per_second", "train_seconds"}
-
-
-def comparable(metrics: dict) -> dict:
-    out = {k: v for k, v in metrics.items() if k not in TIMING}
-    out["log"] = [{k: v for k, v in row.items() if k not in TIMING} for row in metrics["log"]]
-    return out
+from helpers import comparable, tiny_settings
 
 
 def weights(run_dir):
@@ -107,3 +98,13 @@ def test_nt_trigger_compares_with_the_best_loss_excluding_the_last_n():
     assert not trainer.should_switch(3.9)
     trainer.history = [5.0, 4.0]            # not more than n epochs of history yet
     assert not trainer.should_switch(9.0)
+
+
+def test_a_crash_of_train_ends_its_log_with_one_error_line(tmp_path):
+    # settings without a train section: a KeyError inside the trainer, not an AuditError
+    proc = subprocess.run([sys.executable, "-m", "audit", "train", "--settings", json.dumps({"seed": 1}),
+                           "--corpus", str(tmp_path / "none.pt"), "--out-dir", str(tmp_path / "run")],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1
+    assert "Traceback" in proc.stderr  # the traceback stays in the log for whoever debugs it
+    assert proc.stderr.splitlines()[-1] == "error: train crashed: KeyError: 'train'"

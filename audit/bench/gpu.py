@@ -1,0 +1,244 @@
+"""What paper scale costs on a GPU (``python -m audit bench gpu``).
+
+For each head family of ``configs/paper-ptb.yaml`` (softmax, plif, mos by default), with that
+arm's model and training settings and the real ``Trainer.train_epoch`` on random token ids of
+the corpus's vocabulary size (speed does not depend on which words):
+
+1. one run: seconds per epoch = the corpus's training tokens / the tokens per second of a timed
+   window of ``--steps`` steps after ``--warmup`` untimed ones (training only; validation adds
+   a pass over ~8% as many tokens without backward);
+2. N concurrent runs, N in ``--concurrency`` (separate processes, as Snakemake starts them):
+   aggregate tokens/s over a common timed window (every worker warms up, then all start
+   together); the best N and its speed-up over one run;
+3. projected GPU-hours of every paper config: sum over its runs of epochs x training tokens /
+   (aggregate tokens/s at the best N of the run's family, per GPU);
+4. the same concurrency sweep under NVIDIA MPS where ``nvidia-cuda-mps-control`` starts.
+
+On a CPU it runs a tiny size (``--tiny`` is implied), so CI exercises every step; its figures
+say nothing about GPUs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from audit.errors import AuditError
+
+FAMILIES = {"softmax": ["softmax", "sigsoftmax", "gss", "softmax_matched", "gss_unbounded"],
+            "plif": ["plif", "plif_frozen"],
+            "mos": ["mos", "moc", "mos_uniform", "mixtape"]}
+TRAIN_TOKENS = {"ptb": 929_589, "wikitext-2": 2_088_628}  # training tokens incl. <eos> (LM convention)
+PAPER_CONFIGS = ["paper-ptb", "paper-wt2", "fair-comparison-paper", "gss-grid-paper-ptb", "gss-grid-paper-wt2",
+                 "mos-sweep-paper-ptb"]
+CONCURRENCY = [1, 2, 4, 8, 12, 16]
+REPO = Path(__file__).resolve().parent.parent.parent
+
+
+def family_of(head: str) -> str:
+    return next((f for f, heads in FAMILIES.items() if head in heads), "softmax")
+
+
+def arm_settings(config: dict, family: str, tiny: bool, device: str) -> dict:
+    """Run settings of the config's first arm of ``family`` (a tiny model on the CPU)."""
+    from audit.config import run_settings
+
+    entry = next((e for e in config["heads"] if family_of(e["head"]) == family), None)
+    if entry is None:
+        raise AuditError(f"bench gpu: no arm of family {family!r} in study {config['study']!r}")
+    settings = run_settings(config, config["data"]["corpora"][0], entry["name"], config["seeds"][0])
+    settings["train"].update(device=device, epochs=1)
+    settings.pop("max_tokens", None)
+    if tiny:
+        settings["model"].update(emb_size=16, hidden_size=32, last_size=16 if settings["model"]["last_size"] else None)
+        settings["train"].update(batch_size=4, bptt=8, max_seq_len_delta=4)
+        if "knots" in settings["options"]:
+            settings["options"]["knots"] = 100
+        if "experts" in settings["options"]:
+            settings["options"]["experts"] = 3
+        if "match" in settings:
+            settings["match"]["model"].update(emb_size=16, hidden_size=32, last_size=16)
+    return settings
+
+
+def fake_corpus(vocab: int, tokens: int, path: Path) -> Path:
+    """A corpus cache of uniformly random ids (seeded) with the real vocabulary size."""
+    import numpy as np
+    import torch
+
+    from audit.data.corpus import Corpus, save
+
+    ids = torch.from_numpy(np.random.default_rng(0).integers(0, vocab, tokens, dtype=np.int64))
+    save(Corpus(vocab=[f"w{i}" for i in range(vocab)], train=ids, valid=ids[:2000].clone(), test=ids[:2000].clone()), path)
+    return path
+
+
+def worker(settings: dict, corpus: str, steps: int, warmup: int, barrier: Path | None) -> dict:
+    """Warm up, wait for the barrier, time ``steps`` steps; tokens, start and end (wall clock)."""
+    import torch
+
+    from audit.train.trainer import Trainer
+
+    t = settings["train"]
+    mean_len = t["bptt"] if not t["variable_bptt"] else 0.95 * t["bptt"] + 0.05 * t["bptt"] / 2
+    trainer = Trainer(settings, corpus, log=lambda msg: None)
+    sync = torch.cuda.synchronize if trainer.device.type == "cuda" else (lambda: None)
+    trainer.t["epoch_tokens"] = int(warmup * mean_len * t["batch_size"]) or 1
+    trainer.train_epoch()
+    sync()
+    if barrier is not None:
+        (barrier / f"ready-{os.getpid()}").touch()
+        while not (barrier / "go").exists():
+            time.sleep(0.005)
+    trainer.t["epoch_tokens"] = int(steps * mean_len * t["batch_size"])
+    start = time.time()
+    row = trainer.train_epoch()
+    sync()
+    end = time.time()
+    memory = torch.cuda.max_memory_reserved() if trainer.device.type == "cuda" else 0
+    tokens = row["tokens_per_second"] * row["train_seconds"]
+    return {"tokens": tokens, "start": start, "end": end, "peak_bytes": memory}
+
+
+def concurrent(settings: dict, corpus: str, n: int, steps: int, warmup: int, env: dict | None = None) -> dict:
+    """N worker processes with a common start: aggregate tokens/s over the union window."""
+    with tempfile.TemporaryDirectory(prefix="audit-bench-gpu-") as tmp:
+        barrier = Path(tmp)
+        cmd = [sys.executable, "-m", "audit", "bench", "gpu", "--worker", json.dumps(settings), "--corpus", corpus,
+               "--steps", str(steps), "--warmup", str(warmup), "--barrier", tmp]
+        procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+                                  env={**os.environ, **(env or {})}) for _ in range(n)]
+        deadline = time.time() + 1800
+        while len(list(barrier.glob("ready-*"))) < n:
+            if any(p.poll() not in (None, 0) for p in procs) or time.time() > deadline:
+                for p in procs:
+                    p.kill()
+                errors = [p.communicate()[1][-400:] for p in procs if p.returncode]
+                raise AuditError(f"bench gpu: a worker of {n} failed: {errors[0] if errors else 'timeout'}")
+            time.sleep(0.05)
+        (barrier / "go").touch()
+        results = []
+        for p in procs:
+            out, err = p.communicate(timeout=1800)
+            if p.returncode:
+                raise AuditError(f"bench gpu: worker failed: {err[-400:]}")
+            results.append(json.loads(out.strip().splitlines()[-1]))
+    window = max(r["end"] for r in results) - min(r["start"] for r in results)
+    return {"n": n, "tokens_per_second": sum(r["tokens"] for r in results) / window,
+            "peak_gb": max(r["peak_bytes"] for r in results) / 1e9}
+
+
+def start_mps(tmp: str) -> dict | None:
+    """Start an MPS control daemon with private pipe/log folders; its env, or None."""
+    control = shutil.which("nvidia-cuda-mps-control")
+    if control is None:
+        return None
+    env = {"CUDA_MPS_PIPE_DIRECTORY": f"{tmp}/pipe", "CUDA_MPS_LOG_DIRECTORY": f"{tmp}/log"}
+    for folder in env.values():
+        os.makedirs(folder, exist_ok=True)
+    done = subprocess.run([control, "-d"], env={**os.environ, **env}, capture_output=True, text=True)
+    return env if done.returncode == 0 else None
+
+
+def stop_mps(env: dict) -> None:
+    subprocess.run(["nvidia-cuda-mps-control"], input="quit\n", env={**os.environ, **env}, text=True,
+                   capture_output=True)
+
+
+def projected_hours(config: dict, family_tps: dict) -> float:
+    """GPU-hours of a study: sum over runs of epochs x training tokens / aggregate tokens/s."""
+    from audit.config import run_settings
+
+    seconds = 0.0
+    for corpus in config["data"]["corpora"]:
+        for entry in config["heads"]:
+            tps = family_tps[family_of(entry["head"])]
+            for seed in config["seeds"]:
+                epochs = run_settings(config, corpus, entry["name"], seed)["train"]["epochs"]
+                seconds += epochs * TRAIN_TOKENS[corpus] / tps
+    return seconds / 3600
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m audit bench gpu", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", default=str(REPO / "configs" / "paper-ptb.yaml"), help="where the arms come from")
+    parser.add_argument("--families", default="softmax,plif,mos")
+    parser.add_argument("--concurrency", default=None, help="comma-separated N (default 1,2,4,8,12,16; CPU: 1,2)")
+    parser.add_argument("--steps", type=int, default=None, help="timed steps per run (default 100; CPU 5)")
+    parser.add_argument("--warmup", type=int, default=None, help="untimed steps first (default 20; CPU 2)")
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    parser.add_argument("--tiny", action="store_true", help="tiny model (implied on the CPU)")
+    parser.add_argument("--no-mps", action="store_true")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--corpus", help=argparse.SUPPRESS)
+    parser.add_argument("--barrier", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:  # one concurrent run: print its JSON figures
+        print(json.dumps(worker(json.loads(args.worker), args.corpus, args.steps, args.warmup, Path(args.barrier))))
+        return 0
+    import torch
+
+    from audit.config import load_study
+
+    cuda = torch.cuda.is_available() if args.device == "auto" else args.device == "cuda"
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise AuditError("bench gpu: --device cuda but no CUDA device is available")
+    device, tiny = ("cuda" if cuda else "cpu"), (args.tiny or not cuda)
+    steps = args.steps or (100 if not tiny else 5)
+    warmup = args.warmup if args.warmup is not None else (20 if not tiny else 2)
+    ns = [int(n) for n in (args.concurrency or ("1,2" if not cuda else ",".join(map(str, CONCURRENCY)))).split(",")]
+    where = f"{torch.cuda.get_device_name()} ({torch.cuda.get_device_properties(0).total_memory / 2**30:.0f} GiB)" \
+        if cuda else f"cpu, tiny model (CI check: no GPU figure)"
+    config = load_study(args.config)
+    corpus_name = config["data"]["corpora"][0]
+    print(f"bench gpu on {where}; arms of {args.config}; {steps} timed steps after {warmup} warm-up; torch {torch.__version__}")
+    best = {}
+    with tempfile.TemporaryDirectory(prefix="audit-bench-gpu-") as tmp:
+        # the runs share GPU 0 on purpose: private locks with room for every worker (audit/device.py)
+        os.environ.update(AUDIT_GPU_LOCK_DIR=f"{tmp}/locks", AUDIT_GPUS="0", AUDIT_RUNS_PER_GPU=str(max(ns) + 1))
+        for family in args.families.split(","):
+            settings = arm_settings(config, family, tiny, device)
+            vocab = 10000 if corpus_name == "ptb" else 33278
+            corpus = str(fake_corpus(vocab, max(50_000, 4 * (steps + warmup + 2) * settings["train"]["batch_size"]
+                                         * (settings["train"]["bptt"] + settings["train"]["max_seq_len_delta"])),
+                                     Path(tmp) / f"{family}.pt"))
+            one = worker(settings, corpus, steps, warmup, None)
+            tps = one["tokens"] / (one["end"] - one["start"])
+            print(f"\n{family}: one run {tps:,.0f} tokens/s -> {TRAIN_TOKENS[corpus_name] / tps:,.1f} s per "
+                  f"{corpus_name} epoch (training), peak {one['peak_bytes'] / 1e9:.2f} GB")
+            modes = [("plain", None)]
+            mps = None if (args.no_mps or not cuda) else start_mps(f"{tmp}/mps")
+            if mps is not None:
+                modes.append(("MPS", mps))
+            elif cuda and not args.no_mps:
+                print("  MPS: nvidia-cuda-mps-control not found or did not start: skipped")
+            try:
+                for mode, env in modes:
+                    rows = [concurrent(settings, corpus, n, steps, warmup, env) for n in ns]
+                    top = max(rows, key=lambda r: r["tokens_per_second"])
+                    for r in rows:
+                        print(f"  {mode:5s} N={r['n']:2d}: {r['tokens_per_second']:12,.0f} tokens/s aggregate "
+                              f"({r['tokens_per_second'] / rows[0]['tokens_per_second']:5.2f} x N=1), peak {r['peak_gb']:.2f} GB/run")
+                    print(f"  {mode:5s} best N = {top['n']}")
+                    if family not in best or top["tokens_per_second"] > best[family][1]:
+                        best[family] = (f"{mode} N={top['n']}", top["tokens_per_second"])
+            finally:
+                if mps is not None:
+                    stop_mps(mps)
+    print("\nprojected GPU-hours (best N per family" + (", tiny CPU model: not a GPU figure)" if tiny else ")"))
+    rates = {f: best.get(f, max(best.values(), key=lambda b: b[1]))[1] for f in FAMILIES}
+    for name in PAPER_CONFIGS:
+        path = REPO / "configs" / f"{name}.yaml"
+        if path.is_file():
+            study = load_study(path)
+            print(f"  {name:24s} {projected_hours(study, rates):12,.1f} GPU-hours")
+    print("best: " + ", ".join(f"{f} {how}" for f, (how, _) in best.items()))
+    return 0

@@ -1,0 +1,172 @@
+"""Builders of the report tables and figures that ``audit.report.registry`` lists.
+
+A builder takes a ``Sources`` (the inputs given on the command line, loaded on demand) and returns
+a ``pandas.DataFrame`` (a table) or SVG text (a figure). Snakemake imports this module at parse
+time (through the registry), so it imports only the standard library at the top: each builder
+imports its implementation (``summary``, ``checks``, ``grid``, ``figures``) inside.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+from audit.errors import AuditError
+
+
+class Sources:
+    """What a builder reads: the input paths given on the command line, loaded on demand.
+
+    Args:
+        paths: input key (of ``INPUTS``) -> path, or None when not given.
+        run_dirs: run folders ``<corpus>/<head>/<seed>``.
+        options: option name (of ``OPTIONS``) -> value, or None when not given.
+    """
+
+    def __init__(self, paths: dict[str, str | None], run_dirs: list[str] | None = None,
+                 options: dict[str, Any] | None = None):
+        self.paths = dict(paths)
+        self.run_dirs = list(run_dirs or [])
+        self.options = dict(options or {})
+
+    def path(self, key: str) -> str | None:
+        return self.paths.get(key)
+
+    def option(self, name: str, default: Any = None) -> Any:
+        value = self.options.get(name)
+        return default if value is None else value
+
+    def runs(self):
+        """The runs table (``audit.stats.io.load_runs``)."""
+        from audit.stats.io import load_runs
+
+        if not self.path("runs"):
+            raise AuditError("the runs table was not given (--runs)")
+        return load_runs(self.path("runs"))
+
+    def csv(self, key: str):
+        """The CSV table of input ``key``; None when not given or empty (the builder says why)."""
+        import pandas as pd
+
+        path = self.path(key)
+        if not path:
+            return None
+        if not Path(path).is_file():
+            raise AuditError(f"table not found: {path}")
+        table = pd.read_csv(path)
+        return table if len(table) else None
+
+    def yaml(self, key: str) -> dict:
+        """The YAML mapping of input ``key``; {} when not given or empty."""
+        import yaml
+
+        path = self.path(key)
+        return (yaml.safe_load(Path(path).read_text()) or {}) if path else {}
+
+    def spectra(self, key: str = "log_p_sv") -> dict:
+        """(corpus, head) -> singular-value arrays of that head's runs, read from each run folder's
+        ``spectrum.npz`` in (corpus, head, seed) order; runs whose file lacks ``key`` (failed
+        runs) are skipped."""
+        import numpy as np
+
+        def order(p: Path):
+            return p.parent.parent.name, p.parent.name, int(p.name) if p.name.isdigit() else 0
+
+        curves: dict[tuple[str, str], list] = {}
+        for run_dir in sorted(map(Path, self.run_dirs), key=order):
+            path = run_dir / "spectrum.npz"
+            if not path.is_file():
+                raise AuditError(f"missing {path}: the run was not evaluated")
+            with np.load(path) as data:
+                if key in data.files and data[key].size:
+                    curves.setdefault((run_dir.parent.parent.name, run_dir.parent.name), []).append(data[key])
+        return curves
+
+
+def results(src: Sources):
+    from audit.report.summary import results_table
+
+    return results_table(src.runs())
+
+
+def ranks(src: Sources):
+    from audit.report.summary import ranks_table
+
+    return ranks_table(src.runs())
+
+
+def wordsim_rho(src: Sources):
+    from audit.report.summary import wordsim_rho_table
+
+    return wordsim_rho_table(src.runs())
+
+
+def wordsim_coverage(src: Sources):
+    from audit.report.summary import coverage_table
+
+    return coverage_table(src.run_dirs)
+
+
+def topk(src: Sources):
+    from audit.report.summary import topk_table
+
+    return topk_table(src.run_dirs)
+
+
+def warnings(src: Sources):
+    from audit.report.checks import find_warnings
+
+    return find_warnings(src.runs(), src.yaml("stats_config"), src.csv("comparisons"), src.csv("correlations"))
+
+
+def grid(src: Sources):
+    from audit.report.grid import grid_table
+
+    return grid_table(src.runs())
+
+
+def rank_decay(src: Sources) -> str:
+    from audit.report.figures import rank_decay
+
+    return rank_decay(src.spectra())
+
+
+def learning_curves(src: Sources) -> str:
+    from audit.report.curves import learning_curves as draw, read_curves
+
+    return draw(read_curves(src.run_dirs))
+
+
+def rank_vs_ppl(src: Sources) -> str:
+    from audit.report.figures import rank_vs_metric
+
+    return rank_vs_metric(src.runs(), src.csv("correlations"), src.option("x", "press_rank"),
+                          src.option("metric", "test_ppl"))
+
+
+def strip(src: Sources) -> str:
+    from audit.report.figures import seed_strip
+
+    return seed_strip(src.runs(), src.option("metric", "test_ppl"))
+
+
+def jacobian(src: Sources) -> str:
+    from audit.report.figures import jacobian_spectra
+
+    return jacobian_spectra(src.spectra("jacobian_mean_normalised_sv"), src.option("threshold"))
+
+
+def wordsim_wins(src: Sources) -> str:
+    from audit.report.figures import wins_heatmap
+
+    return wins_heatmap(src.csv("wins"))
+
+
+def grid_figure(name: str) -> Callable[[Sources], str]:
+    def build(src: Sources) -> str:
+        from audit.report import grid
+
+        return getattr(grid, name)(src.runs())
+
+    build.__name__ = name
+    return build

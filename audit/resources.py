@@ -1,0 +1,228 @@
+"""Wall time and memory a SLURM job of the study needs, from the study's size alone.
+
+Torch-free: rules/train.smk and rules/evaluate.smk call ``train_minutes``, ``train_mem_mb``,
+``evaluate_minutes`` and ``evaluate_mem_mb`` as Snakemake resource functions (``runtime`` in
+minutes, ``mem_mb`` in MB) while the DAG is planned, usually on a login node. The user does not
+guess: the figures follow from epochs, tokens per epoch, model size, corpus and head family.
+
+Model (every constant below says where it comes from):
+
+- GPU training: the published seconds per epoch on one V100 (LK Table 2, by corpus and head
+  family; shared/reference/protocol.md section 6), scaled by the tokens per epoch and by the
+  multiply-adds per token of this model over those of the published one, never below a per-step
+  floor (small models on a GPU are bound by kernel launches, not arithmetic).
+- CPU training: seconds per token = overhead + multiply-adds x cost, both fitted to two runs
+  measured on this project's CPU (the smoke model and a 2 x LSTM-200 PTB model); more threads
+  are assumed to help only as sqrt(threads), which errs long.
+- Evaluation: one forward pass over the test split plus the log-P spectrum, whose Gram matrix
+  (audit/evaluate/spectrum.py) costs m n^2 + 2 k^3 flops at the rate measured by
+  ``python -m audit bench spectrum`` (README, Benchmarks).
+
+Then a safety factor, a floor (short jobs still need imports and a queue slot) and a ceiling
+(``AUDIT_SLURM_MAX_MINUTES``, default 1440 = 24 h, the usual partition limit): a run that needs
+longer is ended by SLURM at the ceiling and resumes from its last epoch checkpoint on the next
+attempt (the profile's ``retries``) or the next invocation.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+from audit.errors import AuditError
+
+# Tokens per split (with <eos>) and vocabulary of the pinned files; tests/test_resources.py
+# recounts them from the data mirror.
+SPLIT_TOKENS = {
+    "ptb": {"train": 929_589, "valid": 73_760, "test": 82_430},
+    "wikitext-2": {"train": 2_088_628, "valid": 217_646, "test": 245_569},
+}
+VOCAB = {"ptb": 10_000, "wikitext-2": 33_278}
+
+# LK-paper Table 2, "Time (/epoch)" on one V100 32 GB (protocol.md section 6), and the model each
+# figure was measured with (LK's softmax family: d = 400, H = 1150, 3 layers; MoS: MOS's bodies).
+V100_SECONDS_PER_EPOCH = {
+    "ptb": {"softmax": 55, "sigsoftmax": 57, "gss": 58, "plif": 59, "mos": 100},
+    "wikitext-2": {"softmax": 72, "sigsoftmax": 83, "gss": 87, "plif": 93, "mos": 600},
+}
+PUBLISHED_MODEL = {
+    ("ptb", "mos"): {"emb_size": 280, "hidden_size": 960, "last_size": 620, "n_layers": 3, "experts": 15},
+    ("wikitext-2", "mos"): {"emb_size": 300, "hidden_size": 1150, "last_size": 650, "n_layers": 3, "experts": 15},
+}
+LK_MODEL = {"emb_size": 400, "hidden_size": 1150, "last_size": None, "n_layers": 3, "experts": 1}
+# Heads without a published time take the nearest published family. MoC and Mixtape share MoS's
+# body and batch; their extra work is far below K softmaxes, so MoS's time bounds theirs.
+FAMILY = {"softmax": "softmax", "softmax_matched": "softmax", "sigsoftmax": "sigsoftmax", "gss": "gss",
+          "plif": "plif", "plif_frozen": "plif", "mos": "mos", "mos_uniform": "mos", "moc": "mos",
+          "mixtape": "mos"}
+# Cost of each head's output layer relative to softmax's d' x V product, measured by
+# `python -m audit bench heads` (README, Benchmarks: one CPU thread, d = 400, V = 10,000; PLIF
+# at its busy-machine 1.28x). MoS computes K softmaxes, hence its 24x.
+HEAD_COST = {"softmax": 1.0, "softmax_matched": 1.0, "sigsoftmax": 1.075, "gss": 1.095, "plif": 1.28,
+             "plif_frozen": 1.119, "moc": 1.69, "mixtape": 1.745, "mos": 24.2, "mos_uniform": 24.2}
+GPU_SECONDS_PER_STEP_FLOOR = 0.02  # assumed launch-bound floor per batch step (3-layer LSTM, weight drop)
+
+# CPU anchors (tokens/s of training, one epoch): the smoke model (configs/smoke.yaml, 1 thread,
+# 14,063 tok/s in a smoke run here) and pytorch/examples' 2 x LSTM-200 tied PTB model in our
+# trainer (issue 12: 161 s per PTB epoch with 2 threads). Each as (model, threads, s/token).
+CPU_ANCHORS = [
+    ({"emb_size": 16, "hidden_size": 64, "last_size": None, "n_layers": 2, "experts": 1}, "ptb", 1, 1 / 14_063),
+    ({"emb_size": 200, "hidden_size": 200, "last_size": None, "n_layers": 2, "experts": 1}, "ptb", 2,
+     161 / 929_589),
+]
+# Spectrum: float64 Gram flops per second, from `audit bench spectrum` on PTB's 82,429 x 10,000
+# (405.8 s on 2 busy cores; the WikiText-2 run was faster per flop, so this errs long).
+GRAM_FLOPS = (82_429 * 10_000**2 + 2 * 10_000**3) / 405.8
+
+STARTUP_SECONDS = 120  # imports, corpus load, model build, final save
+SAFETY = {"gpu": 1.5, "cpu": 2.0}  # V100 figures vary by GPU (K80 ~3x slower: SF README)
+MIN_MINUTES = 10
+DEFAULT_MAX_MINUTES = 24 * 60
+BASE_MB = 800  # python + torch + numpy/scipy, resident
+CUDA_HOST_MB = 2500  # CUDA context and libraries mapped on the host
+MEM_SAFETY = 1.5
+
+
+def max_minutes() -> int:
+    """Ceiling of any job's runtime: AUDIT_SLURM_MAX_MINUTES (the partition's limit), else 24 h."""
+    value = os.environ.get("AUDIT_SLURM_MAX_MINUTES")
+    if not value:
+        return DEFAULT_MAX_MINUTES
+    try:
+        minutes = int(value)
+    except ValueError:
+        raise AuditError(f"AUDIT_SLURM_MAX_MINUTES={value!r} is not a whole number of minutes") from None
+    if minutes < MIN_MINUTES:
+        raise AuditError(f"AUDIT_SLURM_MAX_MINUTES={minutes} is below the {MIN_MINUTES}-minute floor")
+    return minutes
+
+
+def _dims(settings: dict) -> dict:
+    model = settings["model"]
+    experts = settings.get("options", {}).get("experts", 1) if settings["head"] in ("mos", "mos_uniform") else 1
+    return {k: model[k] for k in ("emb_size", "hidden_size", "last_size", "n_layers")} | {"experts": experts}
+
+
+def _layer_sizes(dims: dict) -> list[tuple[int, int]]:
+    """(input, hidden) of each LSTM layer; the last one outputs d' (= d when last_size is None)."""
+    last = dims["last_size"] or dims["emb_size"]
+    outs = [dims["hidden_size"]] * (dims["n_layers"] - 1) + [last]
+    ins = [dims["emb_size"]] + outs[:-1]
+    return list(zip(ins, outs))
+
+
+def macs_per_token(dims: dict, vocab: int, head: str = "softmax") -> float:
+    """Multiply-adds of one forward step per token: the LSTM gates plus the output layer."""
+    lstm = sum(4 * h * (i + h) for i, h in _layer_sizes(dims))
+    last = dims["last_size"] or dims["emb_size"]
+    return lstm + last * vocab * HEAD_COST.get(head, HEAD_COST["mos"])
+
+
+def n_params(dims: dict, vocab: int) -> int:
+    """Approximate parameter count (embedding, LSTM, decoder bias, MoS latent and prior)."""
+    last = dims["last_size"] or dims["emb_size"]
+    lstm = sum(4 * h * (i + h) + 8 * h for i, h in _layer_sizes(dims))
+    experts = dims["experts"]
+    mixture = (last * experts * last + last * experts) if experts > 1 else 0
+    return vocab * dims["emb_size"] + lstm + vocab + mixture
+
+
+def _cpu_fit() -> tuple[float, float]:
+    """(seconds per token of overhead, seconds per multiply-add), single-thread equivalent."""
+    (m1, c1, t1, s1), (m2, c2, t2, s2) = CPU_ANCHORS
+    x1, x2 = macs_per_token(m1, VOCAB[c1]), macs_per_token(m2, VOCAB[c2])
+    y1, y2 = s1 * math.sqrt(t1), s2 * math.sqrt(t2)
+    per_mac = (y2 - y1) / (x2 - x1)
+    return y1 - per_mac * x1, per_mac
+
+
+def uses_gpu(settings: dict) -> bool:
+    """Whether the job asks SLURM for a GPU: the same decision as its ``gpu`` resource."""
+    from audit.device import job_gpus
+
+    return job_gpus(settings["train"]["device"]) > 0
+
+
+def tokens(settings: dict, split: str) -> int:
+    corpus = settings["corpus"]
+    if corpus not in SPLIT_TOKENS:
+        raise AuditError(f"no token counts for corpus {corpus!r}; known: {sorted(SPLIT_TOKENS)}")
+    n = SPLIT_TOKENS[corpus][split]
+    limit = (settings.get("max_tokens") or {}).get(split)
+    n = min(n, limit) if limit else n
+    if split == "train" and settings["train"].get("epoch_tokens"):
+        n = settings["train"]["epoch_tokens"]
+    return n
+
+
+def seconds_per_token(settings: dict, gpu: bool) -> float:
+    """Training seconds per token (forward, backward, update) on the job's device."""
+    corpus, head, vocab = settings["corpus"], settings["head"], VOCAB[settings["corpus"]]
+    dims = _dims(settings)
+    if gpu:
+        family = FAMILY.get(head, "mos")
+        ref = PUBLISHED_MODEL.get((corpus, family), LK_MODEL)
+        published = V100_SECONDS_PER_EPOCH[corpus][family] / SPLIT_TOKENS[corpus]["train"]
+        scaled = published * macs_per_token(dims, vocab, head) / macs_per_token(ref, vocab, head)
+        t = settings["train"]
+        return max(scaled, GPU_SECONDS_PER_STEP_FLOOR / (t["batch_size"] * t["bptt"]))
+    overhead, per_mac = _cpu_fit()
+    return (overhead + per_mac * macs_per_token(dims, vocab, head)) / math.sqrt(settings["train"]["threads"])
+
+
+def _minutes(seconds: float, gpu: bool) -> int:
+    minutes = math.ceil((seconds + STARTUP_SECONDS) * SAFETY["gpu" if gpu else "cpu"] / 60)
+    return min(max(minutes, MIN_MINUTES), max_minutes())
+
+
+def train_minutes(settings: dict) -> int:
+    """SLURM ``runtime`` of a training job: every epoch's training and validation pass."""
+    gpu = uses_gpu(settings)
+    per_token = seconds_per_token(settings, gpu)
+    epoch = per_token * (tokens(settings, "train") + tokens(settings, "valid") / 3)  # forward only: ~1/3
+    return _minutes(settings["train"]["epochs"] * epoch, gpu)
+
+
+def spectrum_shape(settings: dict) -> tuple[int, int]:
+    """(contexts m, vocabulary n) of the run's log-P matrix."""
+    contexts = settings["evaluate"]["contexts"]
+    m = tokens(settings, "test") - 1
+    return (m if contexts == "all" else min(int(contexts), m)), VOCAB[settings["corpus"]]
+
+
+def evaluate_minutes(settings: dict) -> int:
+    """SLURM ``runtime`` of an evaluation job: test and validation forward passes, spectrum."""
+    gpu = uses_gpu(settings)
+    forward = seconds_per_token(settings, gpu) / 3 * (tokens(settings, "test") + tokens(settings, "valid"))
+    m, n = spectrum_shape(settings)
+    k = min(m, n)
+    return _minutes(forward + (m * n * k + 2 * k**3) / GRAM_FLOPS, gpu)
+
+
+def _mb(n_bytes: float, gpu: bool) -> int:
+    total = BASE_MB + (CUDA_HOST_MB if gpu else 0) + n_bytes / 1e6
+    return int(math.ceil(total * MEM_SAFETY / 256) * 256)
+
+
+def train_mem_mb(settings: dict) -> int:
+    """SLURM ``mem_mb`` of a training job (host memory; on a GPU the activations live there)."""
+    gpu, vocab, dims, t = uses_gpu(settings), VOCAB[settings["corpus"]], _dims(settings), settings["train"]
+    state = n_params(dims, vocab) * 4 * 12  # weights, grads, ASGD average, best copy, checkpoint buffers
+    corpus = sum(tokens(settings, s) for s in ("train", "valid", "test")) * 8 * 2
+    activations = 0
+    if not gpu:
+        steps = t["batch_size"] * (t["bptt"] + t.get("max_seq_len_delta", 0))
+        per_token = sum(6 * 4 * h for _, h in _layer_sizes(dims)) + 3 * dims["experts"] * vocab
+        activations = steps * per_token * 4
+    return _mb(state + corpus + activations, gpu)
+
+
+def evaluate_mem_mb(settings: dict) -> int:
+    """SLURM ``mem_mb`` of an evaluation job: the model, the Gram matrix and its eigensolver."""
+    gpu, vocab = uses_gpu(settings), VOCAB[settings["corpus"]]
+    m, n = spectrum_shape(settings)
+    k = min(m, n)
+    # the Gram (float64) plus the eigensolver's half-size workspace: 1.5 x k^2 x 8 bytes matches the
+    # 13.22 GB peak of `audit bench spectrum --wt2` (k = 33,278); buffered rows when m <= n; blocks
+    gram = 1.5 * k * k * 8 + (m * n * 8 if m <= n else 0) + (1 << 29)
+    return _mb(n_params(_dims(settings), vocab) * 4 * 3 + gram, gpu)

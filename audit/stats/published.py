@@ -1,0 +1,276 @@
+"""The published record audited from its own numbers: the papers' tables in, three tables out.
+
+Input: ``audit/data/published.csv`` (or a table of the same shape named by the study's
+``published.data``): one row per number the papers printed, with its source (``paper,
+table, row``), ``n`` and what n is (``n_basis``: 10 random seeds, 11 = 10 + the original
+authors' seed, 1 run, unstated), its ``kind`` (``seeds`` = mean +- SD over n seeds,
+``single_run``, ``no_spread``, ``correlation``) and, where the paper printed one, the p-value
+(``published_p``, against head ``p_vs``, test ``p_test``, family ``p_family``). Rows are
+grouped in ``set``s of one n basis; a test only ever compares two rows of one set.
+
+Tables (``python -m audit stats --table published_*``):
+
+- ``published_comparisons``: every p-value the papers printed, recomputed (Holm family = the
+  paper's table that printed them), with our Student p beside the published one and whether it
+  reproduces to the printed digits; where it does not, which n would give it. Plus the claim
+  comparisons no printed test covers (family ``claims (published)``) and any families the
+  study declares under ``published.comparisons``. Statistics from summaries only
+  (``audit.stats.summary_input``): what needs per-seed values is left empty and says so.
+- ``published_claims``: a verdict on every claim that multi-seed published numbers can test,
+  with the paper's own p-value beside ours (judged by ``audit.stats.claims``).
+- ``published_untestable``: the claims whose published evidence is a single run or carries no
+  spread, with their numbers and no verdict; and the claims with no published numbers.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from audit.config import check_section
+from audit.errors import AuditError
+from audit.stats import claims as claims_mod
+from audit.stats.comparisons import COLUMNS as COMPARISON_COLUMNS, default_lower_is_better, finalize
+from audit.stats.correlations import fisher_ci, partial_p
+from audit.stats.io import Settings
+from audit.stats.reproduce import reproduce
+from audit.stats.summary_input import compare_summary, load_summaries
+
+PUBLISHED_CSV = Path(__file__).resolve().parents[1] / "data" / "published.csv"
+KINDS = ("seeds", "single_run", "no_spread", "correlation")
+EXTRA = ["set", "source_a", "source_b", "n_basis_a", "n_basis_b", "published_p", "published_p_test",
+         "p_reproduced", "p_reproduction", "not_computed"]
+COMPARISON_TABLE_COLUMNS = COMPARISON_COLUMNS + EXTRA
+CLAIM_EXTRA = ["evidence_set", "n_basis", "published_p", "published_p_test", "p_reproduced"]
+CLAIMS_COLUMNS = claims_mod.COLUMNS + CLAIM_EXTRA
+UNTESTABLE_COLUMNS = ["claim_id", "source", "statement", "paper", "table", "set", "kind", "n_basis",
+                      "numbers", "reason"]
+CLAIMS_FAMILY = "claims (published)"
+
+
+def load_published(path: str | os.PathLike | None = None) -> pd.DataFrame:
+    """The published table (default: the packaged ``audit/data/published.csv``), validated."""
+    path = PUBLISHED_CSV if path is None else Path(path)
+    df = load_summaries(path)
+    for col in ("set", "kind", "n_basis", "published_p", "p_vs", "p_test", "p_family", "claim_id", "paper", "table"):
+        if col not in df.columns:
+            raise AuditError(f"{path}: missing required column {col!r}")
+        df[col] = df[col].fillna("").astype(str).str.strip()
+    bad = sorted(set(df["kind"]) - set(KINDS))
+    if bad:
+        raise AuditError(f"{path}: column 'kind' has value {bad[0]!r}; expected one of {', '.join(KINDS)}")
+    seeds = df[df["kind"] == "seeds"]
+    if seeds[["sd", "n"]].isna().any().any():
+        raise AuditError(f"{path}: a 'seeds' row needs sd and n ({seeds[seeds[['sd', 'n']].isna().any(axis=1)]['source'].iloc[0]})")
+    key = ["set", "corpus", "head", "metric", "row"] if "row" in df.columns else ["set", "corpus", "head", "metric"]
+    dup = df[df["kind"] == "seeds"].duplicated(key[:4])
+    if dup.any():
+        r = seeds[dup].iloc[0]
+        raise AuditError(f"{path}: duplicate arm set={r['set']!r} corpus={r['corpus']!r} head={r['head']!r} metric={r['metric']!r}")
+    for p in df["published_p"][df["published_p"] != ""]:
+        try:
+            float(p)
+        except ValueError:
+            raise AuditError(f"{path}: column 'published_p' has non-numeric value {p!r}") from None
+    return df
+
+
+def _arm(pub: pd.DataFrame, set_: str, corpus: str, head: str, metric: str):
+    hit = pub[(pub["set"] == set_) & (pub["corpus"] == corpus) & (pub["head"] == head)
+              & (pub["metric"] == metric) & (pub["kind"] == "seeds")]
+    return hit.iloc[0] if len(hit) else None
+
+
+def _margin(section: dict, metric: str, override=None):
+    if override is not None:
+        return float(override)
+    value = (section.get("equivalence_margin") or {}).get(metric)
+    return None if value is None else float(value)
+
+
+def _row(pub, family, set_, corpus, metric, head_a, head_b, lower_is_better, margin, settings,
+         printed=None) -> dict | None:
+    """One uncorrected comparison row of two arms of one set; None if an arm is absent."""
+    a, b = _arm(pub, set_, corpus, head_a, metric), _arm(pub, set_, corpus, head_b, metric)
+    if a is None or b is None:
+        return None
+    row = compare_summary(a, b, lower_is_better, margin, settings)
+    row.update(family=family, corpus=corpus, metric=metric, head_a=head_a, head_b=head_b, set=set_,
+               source_a=a["source"], source_b=b["source"], n_basis_a=a["n_basis"], n_basis_b=b["n_basis"],
+               published_p="", published_p_test="", p_reproduced="", p_reproduction="")
+    if printed is not None:
+        ok, text = reproduce(a["mean"], a["sd"], int(a["n"]), b["mean"], b["sd"], int(b["n"]), printed["published_p"])
+        row.update(published_p=printed["published_p"], published_p_test=printed["p_test"],
+                   p_reproduced="yes" if ok else "no", p_reproduction=text)
+    return row
+
+
+def _declared_rows(pub, section: dict, settings: Settings, source: str) -> list[dict]:
+    rows = []
+    for entry in section.get("comparisons") or []:
+        spec, set_ = entry["compare"], str(entry["set"])
+        name = str(spec["family"])
+        if not (pub["set"] == set_).any():
+            raise AuditError(f"{source}: published.comparisons family {name!r}: no rows of set {set_!r} in the published table")
+        part = pub[(pub["set"] == set_) & (pub["kind"] == "seeds")]
+        pairs = ([tuple(p) for p in spec["pairs"]] if spec.get("pairs") else
+                 [(h, spec["baseline"]) for h in spec["against"]])
+        for metric in spec["metrics"]:
+            lib = spec.get("lower_is_better")
+            lib = lib.get(metric) if isinstance(lib, dict) else lib
+            lib = default_lower_is_better(metric, f"{source}: published family {name!r}") if lib is None else bool(lib)
+            margin = spec.get("equivalence_margin")
+            margin = _margin(section, metric, margin.get(metric) if isinstance(margin, dict) else margin)
+            for corpus in spec.get("corpora") or sorted(set(part["corpus"])):
+                split = [f"{k}={corpus if k == 'corpus' else metric}" for k in ("corpus", "metric")
+                         if k in (spec.get("family_by") or [])]
+                label = f"{name}[{','.join(split)}]" if split else name
+                for head_a, head_b in pairs:
+                    row = _row(pub, label, set_, corpus, metric, head_a, head_b, lib, margin, settings)
+                    if row is not None:
+                        rows.append(row)
+    return rows
+
+
+def comparisons_table(pub: pd.DataFrame, config: dict, settings: Settings, source: str = "config") -> pd.DataFrame:
+    """The papers' own tests, the claim comparisons they do not cover, declared families."""
+    section = config.get("published") or {}
+    rows = []
+    for _, r in pub[pub["published_p"] != ""].iterrows():
+        lib = default_lower_is_better(r["metric"], f"{source}: published p of {r['source']}")
+        row = _row(pub, r["p_family"] or r["table"], r["set"], r["corpus"], r["metric"], r["head"], r["p_vs"],
+                   lib, _margin(section, r["metric"]), settings, printed=r)
+        if row is None:
+            raise AuditError(f"published table: the p-value of {r['source']} is against {r['p_vs']!r}, "
+                             f"which has no row in set {r['set']!r}")
+        rows.append(row)
+    rows += _declared_rows(pub, section, settings, source)
+    done = finalize(rows, settings) if rows else pd.DataFrame(columns=COMPARISON_COLUMNS)
+    extra = pd.DataFrame([{k: r.get(k, "") for k in EXTRA} for r in rows], columns=EXTRA)
+    table = pd.concat([done.reset_index(drop=True), extra], axis=1)
+    claim_rows = _claim_rows(pub, config, table, settings)
+    if claim_rows:
+        more = finalize(claim_rows, settings)
+        more_extra = pd.DataFrame([{k: r.get(k, "") for k in EXTRA} for r in claim_rows], columns=EXTRA)
+        table = pd.concat([table, pd.concat([more.reset_index(drop=True), more_extra], axis=1)], ignore_index=True)
+    table["not_computed"] = table["not_computed"].replace("", np.nan).fillna(rows[0]["not_computed"] if rows else "")
+    return table[COMPARISON_TABLE_COLUMNS]
+
+
+def _claim_rows(pub, config, table, settings) -> list[dict]:
+    """Rows for comparison claims that no existing row answers, from the first set holding both arms."""
+    out = []
+    for claim in config.get("claims") or []:
+        comp = claim.get("comparison")
+        if not comp:
+            continue
+        for corpus in sorted(set(pub["corpus"]) - {""}):
+            if claims_mod.find_row(table, claim, corpus)[0] is not None:
+                continue
+            margin = claim.get("equivalence_margin")
+            lib = claim.get("lower_is_better")
+            lib = default_lower_is_better(comp["metric"], f"claim {claim['id']!r}") if lib is None else bool(lib)
+            for set_ in dict.fromkeys(pub["set"]):
+                row = _row(pub, CLAIMS_FAMILY, set_, corpus, comp["metric"], comp["head_a"], comp["head_b"], lib,
+                           margin if margin is not None else _margin(config.get("published") or {}, comp["metric"]),
+                           settings)
+                if row is not None:
+                    out.append(row)
+                    break
+    return out
+
+
+def claims_table(pub: pd.DataFrame, config: dict, comparisons: pd.DataFrame, settings: Settings) -> pd.DataFrame:
+    """A verdict on every claim that multi-seed published numbers (or a published r with its n) test."""
+    rows = []
+    for claim in config.get("claims") or []:
+        base = dict(claim_id=claim["id"], source=claim["source"], statement=claim.get("statement", ""),
+                    expect=claim["expect"], alpha=settings.alpha)
+        for corpus in [str(c) for c in claim.get("corpora") or sorted(set(pub["corpus"]) - {""})]:
+            row = dict(base, corpus=corpus)
+            if "comparison" in claim:
+                ev, flipped = claims_mod.find_row(comparisons, claim, corpus)
+                if ev is None:
+                    continue
+                ev = claims_mod.flip_row(ev) if flipped else ev
+                out = claims_mod.comparison_claim_row(dict(row, kind="comparison"), claim, ev,
+                                                      "published_comparisons.csv", settings)
+                out["estimate_name"] = "diff = mean_a - mean_b (welch CI, from published mean/SD/n)"
+                if "unstated" in f"{ev['n_basis_a']} {ev['n_basis_b']}":
+                    out["reason"] += "; n is unstated in the paper: 10 per arm assumed (see n_basis)"
+                out.update(evidence_set=ev["set"], n_basis=f"A: {ev['n_basis_a']}; B: {ev['n_basis_b']}",
+                           published_p=ev["published_p"], published_p_test=ev["published_p_test"],
+                           p_reproduced=ev["p_reproduced"])
+                rows.append(out)
+            else:
+                out = _correlation_claim(pub, row, claim, corpus, settings)
+                if out is not None:
+                    rows.append(out)
+    return pd.DataFrame(rows, columns=CLAIMS_COLUMNS)
+
+
+def _correlation_claim(pub, row, claim, corpus, settings) -> dict | None:
+    spec = claim["correlation"]
+    hits = pub[(pub["kind"] == "correlation") & (pub["metric"] == spec["name"]) & (pub["corpus"] == corpus)]
+    full = hits[hits["n"].notna()]
+    if full.empty:
+        return None
+    ev = full.iloc[0]
+    r, n = float(ev["mean"]), int(ev["n"])
+    level = 1 - settings.alpha
+    low, high = fisher_ci(r, n, level)
+    p = partial_p(r, n, 0)
+    verdict, reason = claims_mod.judge_correlation(claim["expect"], r, p, n, settings, ci=(low, high),
+                                                   weak_below=claim.get("weak_below"),
+                                                   p_name="t-test p from (r, n)")
+    others = hits[hits["n"].isna()]
+    if len(others):
+        reason += "; " + "; ".join(f"{o['row']}: r = {o['mean']:g} ({o['n_basis']}; no interval)" for _, o in others.iterrows())
+    sign = " Sign convention not stated by the paper." if "sign" in str(ev.get("note", "")) else ""
+    return dict(row, kind="correlation", verdict=verdict, reason=reason, evidence_table="published.csv",
+                evidence=f"published r; set={ev['set']}; {ev['source']}.{sign}", n_a=n,
+                estimate_name=f"{spec.get('method', 'pearson')} r (published)", estimate=r, ci_low=low,
+                ci_high=high, ci_level=level,
+                p_name="t-test p from (r, n), uncorrected; a permutation p needs per-run values", p=p,
+                evidence_set=ev["set"], n_basis=ev["n_basis"], published_p="", published_p_test="", p_reproduced="")
+
+
+def untestable_table(pub: pd.DataFrame, config: dict, judged: pd.DataFrame) -> pd.DataFrame:
+    """Claims resting on single runs or numbers without spread: their numbers, never a verdict."""
+    claims = {c["id"]: c for c in config.get("claims") or []}
+    rows = []
+    loose = pub[pub["kind"].isin(["single_run", "no_spread"])]
+    for (set_, table, paper, cid), part in loose.groupby(["set", "table", "paper", "claim_id"], sort=False):
+        claim = claims.get(cid, {})
+        numbers = "; ".join(
+            f"{corpus or 'corpus unstated'} {row}: " + ", ".join(f"{m} {v:g}" for m, v in zip(g["metric"], g["mean"]))
+            for (corpus, row), g in part.groupby(["corpus", "row"], sort=False))
+        kind = part["kind"].iloc[0]
+        statement = claim.get("statement") or "(no claim of the claims file rests on this table alone)"
+        rows.append(dict(claim_id=cid, source=claim.get("source", paper), statement=statement,
+                         paper=paper, table=table, set=set_, kind=kind, n_basis="; ".join(dict.fromkeys(part["n_basis"])),
+                         numbers=numbers,
+                         reason="untestable: one run, no spread" if kind == "single_run" else "untestable: no spread reported"))
+    judged_ids = set(judged["claim_id"]) if len(judged) else set()
+    listed = {r["claim_id"] for r in rows}
+    for cid, claim in claims.items():
+        if cid not in judged_ids and cid not in listed:
+            rows.append(dict(claim_id=cid, source=claim["source"], statement=claim.get("statement", ""), paper="",
+                             table="", set="", kind="none", n_basis="", numbers="",
+                             reason="no published numbers for these heads"))
+    return pd.DataFrame(rows, columns=UNTESTABLE_COLUMNS)
+
+
+def published_tables(config: dict, settings: Settings, path=None, source: str = "config") -> dict[str, pd.DataFrame]:
+    """All three tables; ``path`` overrides ``published.data`` (None: the packaged table)."""
+    config = dict(config, claims=check_section("claims", config.get("claims"), source),
+                  published=check_section("published", config.get("published") or {}, source))
+    section = config["published"]
+    pub = load_published(path if path is not None else section.get("data"))
+    comp = comparisons_table(pub, config, settings, source)
+    judged = claims_table(pub, config, comp, settings)
+    return {"published_comparisons": comp, "published_claims": judged,
+            "published_untestable": untestable_table(pub, config, judged)}

@@ -1,0 +1,136 @@
+"""Group-sequential boundaries against published tables and an independent computation."""
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from audit.errors import AuditError
+from audit.stats import sequential as seq
+
+# Jennison & Turnbull (2000), Table 2.1 (Pocock C_P) and Table 2.3 (O'Brien-Fleming C_B),
+# two-sided alpha = 0.05, K equally spaced looks
+JT_POCOCK = {2: 2.178, 3: 2.289, 4: 2.361, 5: 2.413}
+JT_OBF = {2: 1.977, 3: 2.004, 4: 2.024, 5: 2.040}
+# Lan-DeMets spending boundaries, K = 5 equally spaced, two-sided alpha = 0.05 (DeMets & Lan
+# 1994, Stat Med 13:1341, Table 1; the same values as R ldbounds / gsDesign)
+LD_OBF_5 = [4.877, 3.357, 2.680, 2.290, 2.031]
+LD_POCOCK_5 = [2.44, 2.43, 2.41, 2.40, 2.39]
+
+
+@pytest.mark.parametrize("looks", [2, 3, 4, 5])
+def test_classical_constants_match_jennison_turnbull_tables(looks):
+    assert seq.classical_constant(looks, 0.05, "pocock") == pytest.approx(JT_POCOCK[looks], abs=1.5e-3)
+    assert seq.classical_constant(looks, 0.05, "obf") == pytest.approx(JT_OBF[looks], abs=1.5e-3)
+
+
+def test_lan_demets_boundaries_match_demets_lan_1994():
+    t = np.arange(1, 6) / 5
+    np.testing.assert_allclose(seq.boundaries(t, 0.05, "obf"), LD_OBF_5, atol=1e-3)
+    np.testing.assert_allclose(seq.boundaries(t, 0.05, "pocock"), LD_POCOCK_5, atol=6e-3)
+
+
+def _mvn_continue(c, t, sides, drift=0.0):
+    """P(no crossing at looks 1..K) by Genz's multivariate normal integration (independent of
+    the recursive integration): corr(Z_i, Z_j) = sqrt(t_i / t_j)."""
+    t = np.asarray(t)
+    cov = np.sqrt(np.minimum.outer(t, t) / np.maximum.outer(t, t))
+    lower = -np.asarray(c) if sides == 2 else np.full(len(t), -np.inf)
+    mvn = stats.multivariate_normal(mean=drift * np.sqrt(t), cov=cov, abseps=1e-7, releps=1e-7)
+    return mvn.cdf(np.asarray(c), lower_limit=lower, rng=np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("kind", ["obf", "pocock"])
+@pytest.mark.parametrize("sides", [1, 2])
+def test_spent_alpha_is_the_exact_crossing_probability_by_mvn_integration(kind, sides):
+    t = np.array([0.2, 0.45, 0.7, 1.0])  # unequal spacing, as after failed runs
+    c = seq.boundaries(t, 0.05, kind, sides)
+    spent = sides * seq.spending(t, 0.05 / sides, kind)
+    for k in range(1, len(t) + 1):
+        assert 1 - _mvn_continue(c[:k], t[:k], sides) == pytest.approx(spent[k - 1], abs=5e-5)
+    np.testing.assert_allclose(np.cumsum(seq.crossing_probabilities(c, t, sides)), spent, atol=1e-7)
+
+
+def test_crossing_under_a_drift_matches_mvn():
+    t = np.array([1 / 3, 2 / 3, 1.0])
+    c = seq.boundaries(t, 0.05)
+    power = seq.crossing_probabilities(c, t, drift=2.8).sum()
+    assert power == pytest.approx(1 - _mvn_continue(c, t, 2, drift=2.8), abs=1e-4)
+    assert 0.75 < power < 0.80  # a fixed design at drift 2.8 has power 0.80; OBF loses a little
+
+
+def test_one_look_is_the_fixed_two_sided_test():
+    c = seq.boundaries([1.0], 0.05)
+    assert c[0] == pytest.approx(stats.norm.isf(0.025), abs=1e-7)
+    assert seq.nominal_levels(c)[0] == pytest.approx(0.05, abs=1e-9)
+    assert seq.stagewise_p(0.0123, [1.0], c) == pytest.approx(0.0123, rel=1e-6)
+    assert seq.repeated_p([0.0123], [1.0], final=True) == pytest.approx(0.0123, rel=1e-5)
+
+
+def test_spending_functions_reach_alpha_and_increase():
+    t = np.linspace(0, 1, 21)
+    for kind in seq.SPENDING:
+        f = seq.spending(t, 0.05, kind)
+        assert f[0] == 0 and f[-1] == pytest.approx(0.05) and np.all(np.diff(f) > 0)
+    assert seq.spending(0.5, 0.05, "obf") < seq.spending(0.5, 0.05, "pocock")  # OBF spends little early
+    with pytest.raises(AuditError, match="spending"):
+        seq.spending(0.5, 0.05, "haybittle")
+
+
+def test_final_look_short_of_full_information_still_spends_all_alpha():
+    t = [0.25, 0.5, 0.9]  # failed runs: the last look has 90 % of the planned information
+    c = seq.boundaries(t, 0.05, final=True)
+    assert seq.crossing_probabilities(c, t).sum() == pytest.approx(0.05, abs=1e-7)
+    c_interim = seq.boundaries(t, 0.05, final=False)
+    assert seq.crossing_probabilities(c_interim, t).sum() == pytest.approx(2 * seq.spending(0.9, 0.025), abs=1e-7)
+
+
+def test_stagewise_p_at_a_boundary_is_the_alpha_spent_so_far():
+    t = np.arange(1, 5) / 4
+    c = seq.boundaries(t, 0.05)
+    p_nominal = seq.nominal_levels(c)
+    for k in range(1, 5):
+        assert seq.stagewise_p(p_nominal[k - 1], t[:k], c[:k]) == pytest.approx(
+            2 * seq.spending(t[k - 1], 0.025), abs=1e-7)
+    # a later stop is less extreme than any earlier efficacy stop
+    assert seq.stagewise_p(1e-12, t[:3], c[:3]) > 2 * seq.spending(t[1], 0.025)
+
+
+def test_repeated_p_below_alpha_exactly_when_some_look_crossed():
+    rng = np.random.default_rng(3)
+    t = np.array([0.25, 0.5, 0.75, 1.0])
+    for _ in range(10):
+        p = 10 ** rng.uniform(-5, 0, size=4)
+        for alpha in (0.05, 0.0125):
+            crossed = np.any(p < seq.nominal_levels(seq.boundaries(t, alpha)))
+            assert (seq.repeated_p(p, t, final=True) < alpha) == crossed
+    assert seq.repeated_p([0.2, 0.3], [0.5, 1.0], final=True) >= 0.2  # never below a look's own p
+    assert np.isnan(seq.repeated_p([np.nan, np.nan], [0.5, 1.0]))
+
+
+def test_repeated_cis_cover_simultaneously():
+    """Normal seeds, equal SDs, looks at 5..30 seeds per arm: all six Welch-based RCIs contain
+    the true difference in >= 95 % of simulated studies (up to Monte Carlo error)."""
+    rng = np.random.default_rng(11)
+    sizes = np.array(seq.stage_sizes(5, 5, 30))
+    level = seq.nominal_levels(seq.boundaries(sizes / 30, 0.05))
+    a, b = rng.normal(1.0, 1.0, (20000, 30)), rng.normal(0.0, 1.0, (20000, 30))
+    covered = np.ones(20000, bool)
+    for n, lv in zip(sizes, level):
+        va, vb = a[:, :n].var(1, ddof=1), b[:, :n].var(1, ddof=1)
+        se = np.sqrt(va / n + vb / n)
+        df = (va / n + vb / n) ** 2 / ((va / n) ** 2 / (n - 1) + (vb / n) ** 2 / (n - 1))
+        low, high = seq.repeated_ci(a[:, :n].mean(1) - b[:, :n].mean(1), se, df, lv)
+        covered &= (low < 1.0) & (1.0 < high)
+    assert covered.mean() > 0.95 - 2 * np.sqrt(0.05 * 0.95 / 20000)
+
+
+def test_stage_sizes_and_bad_schedules():
+    assert seq.stage_sizes(5, 5, 30) == [5, 10, 15, 20, 25, 30]
+    assert seq.stage_sizes(2, 1, 4) == [2, 3, 4]
+    assert seq.stage_sizes(5, 7, 20) == [5, 12, 19, 20]
+    assert seq.stage_sizes(4, 3, 4) == [4]
+    for bad in [(1, 1, 4), (5, 0, 10), (6, 1, 5)]:
+        with pytest.raises(AuditError, match="initial"):
+            seq.stage_sizes(*bad)
+    with pytest.raises(AuditError, match="increasing"):
+        seq.boundaries([0.5, 0.5], 0.05)
