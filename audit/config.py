@@ -1,7 +1,13 @@
 """Study configurations: validation against ``configs/schema.yaml`` and per-run settings.
 
-The schema holds every default. ``check_study`` reports the first problem as one line naming
-the key, then lets Snakemake's ``validate`` fill the defaults. ``run_settings`` cuts out of a
+The schema holds every default and every structural check. ``check_study`` reports the first
+problem as one line naming the file and the key, then fills the defaults (the jsonschema recipe
+Snakemake's ``validate`` uses too). The statistics sections live under the schema's ``$defs``:
+``check_section`` checks one of them (the stats tables call it on the config they are given),
+``check_stats_config`` a whole stats config file, ``read_claims_file`` a claims file; what a
+schema cannot say (unique names) is checked beside. ``schema_defaults`` hands a section's
+defaults to code that needs them at import (``ModelConfig``, the stats ``Settings``), without
+torch. ``run_settings`` cuts out of a
 study exactly what one (corpus, head, seed) run depends on, so that a Snakemake rule can use it
 as ``params`` and rerun only when those settings change.
 """
@@ -85,19 +91,19 @@ def _explain(error) -> tuple:
     return error.absolute_path, " ".join(error.message.split())   # one line, whatever the value
 
 
-def _validated(node: dict, data, source: str, prefix: tuple = ()):
+def _validated(node: dict, data, source: str):
     """A copy of ``data`` checked against ``node`` (with the schema's ``$defs`` in reach) and
     with every default filled in.
 
     Raises:
-        AuditError: ``<source>: config key <prefix.path>: <message>``, one line, for the most
+        AuditError: ``<source>: config key <path>: <message>``, one line, for the most
             relevant problem (jsonschema's ``best_match``).
     """
     schema = {**node, "$defs": _schema().get("$defs", {})}
     error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(data))
     if error is not None:
         path, message = _explain(error)
-        raise AuditError(f"{source}: config key {_key([*prefix, *path])}: {message}")
+        raise AuditError(f"{source}: config key {_key(path)}: {message}")
     data = copy.deepcopy(data)
     for _ in _Filling(schema).iter_errors(data):  # valid already: this pass only fills defaults
         pass

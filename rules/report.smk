@@ -28,7 +28,8 @@ def reproduce_command():
 def data_files():
     """The verified data files the study read."""
     splits = [f"{DATA}/{c}/{s}.txt" for c in config["data"]["corpora"] for s in ("train", "valid", "test")]
-    return splits + [f"{DATA}/wordsim/{name}" for name in WORDSIM_FILES]
+    # word similarity is evaluated on the runs only: a study without runs (published, synthetic) reads none
+    return splits + ([f"{DATA}/wordsim/{name}" for name in WORDSIM_FILES] if all_runs() else [])
 
 
 report: "../report/workflow.rst"
@@ -61,14 +62,14 @@ for _entry in _registry.entries(made_by="report"):
         output:
             report(_entry.path(REPORTS), caption=f"../report/{_entry.caption_file}",
                    category=f"{_entry.kind.capitalize()}s", labels={_entry.kind: _entry.name}),
-        params:
-            # run folders only for entries that read per-run files: a params change reruns a rule
-            run_dirs=run_dirs() if _entry.per_run else [],
-            options=_entry.arguments(config),
+        params:  # fixed here: shell: is evaluated when the job runs, after the loop moved on
+            kind=_entry.kind,
+            name=_entry.name,
+            arguments=_entry.arguments(config, REPORTS, RESULTS, run_dirs()),
         log:
             f"logs/{STUDY}/report/{_entry.kind}_{_entry.name}.log",
         shell:
-            _entry.command()
+            _registry.SHELL
 
 
 rule report_provenance:

@@ -19,6 +19,36 @@ rule stats_config:
             print(f"stats config -> {output[0]}", file=handle)
 
 
+# The published record (configs/published.yaml; a `published:` section in any study): three tables
+# from the papers' own numbers, never from runs, so this rule needs no runs table.
+PUBLISHED_TABLES = ["published_comparisons", "published_claims", "published_untestable"]
+
+
+def published_data():
+    """The summary table the published tables read: the study's published.data or the packaged one
+    (from the installed package, as the stats verb itself reads it)."""
+    from importlib.resources import files
+
+    section = config.get("published") or {}
+    return section.get("data") or str(files("audit") / "data" / "published.csv")
+
+
+rule stats_published:
+    input:
+        config=f"{RESULTS}/stats_config.yaml",
+        data=published_data(),
+    output:
+        [report(f"{REPORTS}/tables/{name}.csv", caption="../report/table_published.rst",
+                category="Published evidence", labels={"table": name}) for name in PUBLISHED_TABLES],
+    params:
+        tables=" ".join(f"--table {name}" for name in PUBLISHED_TABLES),
+    log:
+        f"logs/{STUDY}/stats/published.log",
+    shell:
+        "python -m audit stats --config {input.config} --summaries {input.data} --out {REPORTS}/tables "
+        "{params.tables} > {log} 2>&1"
+
+
 for _table in STATS_TABLES:
 
     rule:

@@ -24,6 +24,7 @@ STUDIES = {
     "paper-ptb.yaml": (11 * 11, False, False),
     "paper-wt2.yaml": (9 * 11, False, False),
     "synthetic-gpu.yaml": (0, False, False),   # no language-model runs: 4 heads x 6 d x 3 alpha x 10 seeds fits
+    "published.yaml": (0, False, False),       # no runs: the published record from audit/data/published.csv
 }
 SYNTHETIC_FITS = {"synthetic-gpu.yaml": 4 * 6 * 3 * 10}
 
@@ -54,6 +55,8 @@ def test_study_dry_run_plans_one_job_per_run_and_its_report(name, workdir, mirro
     raw = yaml.safe_load((REPO / "configs" / name).read_text())
     if name in SYNTHETIC_FITS:
         assert study["synthetic"]["device"] == "auto" and not study["data"]["corpora"]
+    elif name == "published.yaml":   # no training, no data: one rule makes the three published tables
+        assert counts.get("stats_published") == 1 and not study["data"]["corpora"] and "synthetic" not in raw
     elif "paper" in name:  # GPU-sized: every run trains for the published 1000 epochs, all contexts
         assert study["train"]["epochs"] == 1000 and study["evaluate"]["contexts"] == "all"
     else:                  # CPU variants name their own token budget

@@ -51,7 +51,9 @@ from audit.report import builders as b
 from audit.report.builders import Sources
 
 KINDS = {"table": ("tables", "csv"), "figure": ("figures", "svg")}
-MAKERS = ("report", "stats", "synthetic")
+# The shell command of every generated report rule (rules/report.smk); params from the entry.
+SHELL = "python -m audit report {params.kind} --name {params.name} {params.arguments} --out {output} > {log} 2>&1"
+MAKERS = ("report", "stats", "synthetic", "published")
 
 
 @dataclass(frozen=True)
@@ -137,6 +139,11 @@ def has_grid_pairs(config: dict) -> bool:
     return any(len(point) == 2 for point in grid_points(config))
 
 
+def has_published(config: dict) -> bool:
+    """The study audits the published record (a ``published:`` section; configs/published.yaml)."""
+    return config.get("published") is not None
+
+
 def has_synthetic(config: dict) -> bool:
     """The study has a ``synthetic:`` section with at least one fit."""
     if config.get("synthetic") is None:
@@ -168,7 +175,7 @@ class Output:
     def rule(self) -> str:
         """The Snakemake rule that makes it."""
         return {"report": f"report_{self.kind}_{self.name}", "stats": f"stats_{self.name}",
-                "synthetic": f"synthetic_{self.kind}"}[self.made_by]
+                "synthetic": f"synthetic_{self.kind}", "published": "stats_published"}[self.made_by]
 
     @property
     def caption_file(self) -> str | None:
@@ -188,18 +195,24 @@ class Output:
                 paths[key] = spec.path.format(reports=reports, results=results)
         return paths
 
-    def arguments(self, config: dict) -> str:
-        """CLI text of the options (``--threshold 0.001``), shell-quoted."""
-        return " ".join(f"--{name} {shlex.quote(str(value))}" for name, value in self.options(config).items())
+    def arguments(self, config: dict, reports: str, results: str, run_dirs: list[str]) -> str:
+        """The CLI arguments of its rule, shell-quoted: the run folders (for per-run inputs), one
+        flag per other input and the options, e.g. ``--runs reports/s/runs.csv --metric test_ppl``.
 
-    def command(self) -> str:
-        """The shell command of its rule, with ``{input.<key>}``, ``{params.run_dirs}``,
-        ``{params.options}`` (``arguments``), ``{output}`` and ``{log}`` left for Snakemake."""
-        parts = [f"python -m audit report {self.kind} --name {self.name}"]
+        Rules generated in a loop cannot name the entry in ``shell:`` (Snakemake evaluates that
+        expression when the job runs, after the loop has moved on), so the rule passes this text
+        as a parameter fixed when the rule is defined and uses the constant ``SHELL``.
+        """
+        parts = []
         if self.per_run:
-            parts.append(f"{RUN_DIRS_FLAG} {{params.run_dirs}}")
-        parts += [f"{INPUTS[k].flag} {{input.{k}}}" for k in self.inputs if not INPUTS[k].per_run]
-        return " ".join(parts + ["{params.options} --out {output} > {log} 2>&1"])
+            parts += [RUN_DIRS_FLAG, *map(shlex.quote, run_dirs)]
+        paths = self.input_paths(reports, results, run_dirs)
+        for key in self.inputs:
+            if not INPUTS[key].per_run:
+                parts += [INPUTS[key].flag, shlex.quote(paths[key])]
+        for name, value in self.options(config).items():
+            parts += [f"--{name}", shlex.quote(str(value))]
+        return " ".join(parts)
 
     @property
     def per_run(self) -> bool:
@@ -209,9 +222,15 @@ class Output:
 
 _STATS = dict(made_by="stats", caption="table_stats.rst")
 _SYNTHETIC = dict(made_by="synthetic", caption="", when=has_synthetic)
+# the published record (rules/stats.smk, rule stats_published: python -m audit stats --table published_*)
+_PUBLISHED = dict(made_by="published", caption="table_published.rst", when=has_published)
 
 # In page order within each kind.
 REGISTRY: tuple[Output, ...] = (
+    # the published record, from the papers' own numbers (audit/stats/published.py); first on the page
+    Output("published_comparisons", "table", **_PUBLISHED),
+    Output("published_claims", "table", **_PUBLISHED),
+    Output("published_untestable", "table", **_PUBLISHED),
     # statistics tables (rules/stats.smk, python -m audit stats)
     Output("comparisons", "table", **_STATS),
     Output("correlations", "table", **_STATS),

@@ -24,7 +24,7 @@ from audit.errors import AuditError
 from audit.plots import EMPTY_MARK
 
 SECTION_TITLES = [  # anchor -> table-of-contents entry, in page order
-    ("verdicts", "Verdicts"), ("results", "Results per corpus"), ("comparisons", "Comparisons"),
+    ("published", "Published evidence"), ("verdicts", "Verdicts"), ("results", "Results per corpus"), ("comparisons", "Comparisons"),
     ("ranks", "Ranks"), ("spread", "Per-seed spread"), ("wordsim", "Word similarity"),
     ("grid", "Grid sweeps"), ("qualitative", "Top-k contexts and Jacobian spectra"),
     ("synthetic", "Dirichlet synthetic study"),
@@ -250,8 +250,13 @@ def render(runs_path: str, config_path: str, table_paths: list[str], figure_path
     tested = [c for c in claims if not str(c.get("reason") or "").startswith("not run")]
     warnings = records(tables.get("warnings"))
     rho = tables.get("wordsim_rho")
+    published = {  # the papers' own numbers (audit/stats/published.py): never mixed with the runs
+        "claims": records(tables.get("published_claims")),
+        "comparison_groups": group_comparisons(records(tables.get("published_comparisons"))),
+        "untestable": records(tables.get("published_untestable")),
+    }
     present = {
-        "verdicts": bool(claims), "results": "results" in tables, "comparisons": "comparisons" in tables,
+        "published": any(published.values()), "verdicts": bool(claims), "results": "results" in tables, "comparisons": "comparisons" in tables,
         "ranks": bool({"ranks", "correlations"} & set(tables) or {"rank_decay", "rank_vs_ppl"} & set(figures)),
         "spread": "strip" in figures, "convergence": "learning_curves" in figures,
         "wordsim": bool({"wordsim_rho", "wordsim_coverage", "wordsim_diffs"} & set(tables) or "wordsim_wins" in figures),
@@ -274,7 +279,8 @@ def render(runs_path: str, config_path: str, table_paths: list[str], figure_path
         "figures": figures, "provenance": provenance,
         "config_yaml": yaml.safe_dump(provenance["config"] if provenance else config, sort_keys=False),
         "warnings": group_warnings(warnings), "warning_titles": WARNING_TITLES, "n_warnings": len(warnings),
-        "verdict_counts": _counts(claims),
+        "verdict_counts": _counts(claims), "published": published,
+        "published_counts": _counts(published["claims"]),
     }
     return environment().get_template("audit.html.j2").render(**context)
 

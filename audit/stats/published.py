@@ -27,7 +27,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from audit.config import check_section
@@ -65,8 +64,7 @@ def load_published(path: str | os.PathLike | None = None) -> pd.DataFrame:
     seeds = df[df["kind"] == "seeds"]
     if seeds[["sd", "n"]].isna().any().any():
         raise AuditError(f"{path}: a 'seeds' row needs sd and n ({seeds[seeds[['sd', 'n']].isna().any(axis=1)]['source'].iloc[0]})")
-    key = ["set", "corpus", "head", "metric", "row"] if "row" in df.columns else ["set", "corpus", "head", "metric"]
-    dup = df[df["kind"] == "seeds"].duplicated(key[:4])
+    dup = seeds.duplicated(["set", "corpus", "head", "metric"])
     if dup.any():
         r = seeds[dup].iloc[0]
         raise AuditError(f"{path}: duplicate arm set={r['set']!r} corpus={r['corpus']!r} head={r['head']!r} metric={r['metric']!r}")
@@ -156,7 +154,6 @@ def comparisons_table(pub: pd.DataFrame, config: dict, settings: Settings, sourc
         more = finalize(claim_rows, settings)
         more_extra = pd.DataFrame([{k: r.get(k, "") for k in EXTRA} for r in claim_rows], columns=EXTRA)
         table = pd.concat([table, pd.concat([more.reset_index(drop=True), more_extra], axis=1)], ignore_index=True)
-    table["not_computed"] = table["not_computed"].replace("", np.nan).fillna(rows[0]["not_computed"] if rows else "")
     return table[COMPARISON_TABLE_COLUMNS]
 
 
@@ -201,7 +198,9 @@ def claims_table(pub: pd.DataFrame, config: dict, comparisons: pd.DataFrame, set
                 out["estimate_name"] = "diff = mean_a - mean_b (welch CI, from published mean/SD/n)"
                 if "unstated" in f"{ev['n_basis_a']} {ev['n_basis_b']}":
                     out["reason"] += "; n is unstated in the paper: 10 per arm assumed (see n_basis)"
-                out.update(evidence_set=ev["set"], n_basis=f"A: {ev['n_basis_a']}; B: {ev['n_basis_b']}",
+                same = ev["n_basis_a"] == ev["n_basis_b"]
+                out.update(evidence_set=ev["set"],
+                           n_basis=ev["n_basis_a"] if same else f"A: {ev['n_basis_a']}; B: {ev['n_basis_b']}",
                            published_p=ev["published_p"], published_p_test=ev["published_p_test"],
                            p_reproduced=ev["p_reproduced"])
                 rows.append(out)

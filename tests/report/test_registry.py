@@ -89,22 +89,26 @@ def test_every_option_an_entry_passes_is_a_cli_option():
             assert set(entry.options(config)) <= set(OPTIONS), entry.name
 
 
-def test_rule_command_names_inputs_run_dirs_and_options():
+def test_rule_arguments_name_inputs_run_dirs_and_options():
     config = load_study(REPO / "configs" / "smoke.yaml")
+    dirs = ["results/s/runs/ptb/softmax/1", "results/s/runs/ptb/mos/1"]
     jacobian = registry.entry("figure", "jacobian")
-    assert jacobian.command() == ("python -m audit report figure --name jacobian --run-dirs {params.run_dirs} "
-                                  "{params.options} --out {output} > {log} 2>&1")
-    assert jacobian.arguments(config) == "--threshold 0.001"
+    assert jacobian.arguments(config, "reports/s", "results/s", dirs) == (
+        "--run-dirs results/s/runs/ptb/softmax/1 results/s/runs/ptb/mos/1 --threshold 0.001")
     warnings = registry.entry("table", "warnings")
-    assert warnings.command() == (
-        "python -m audit report table --name warnings --runs {input.runs} --config {input.stats_config} "
-        "--comparisons {input.comparisons} --correlations {input.correlations} {params.options} "
-        "--out {output} > {log} 2>&1")
-    assert warnings.input_paths("reports/s", "results/s", ["d1"]) == {
+    assert warnings.arguments(config, "reports/s", "results/s", dirs) == (
+        "--runs reports/s/runs.csv --config results/s/stats_config.yaml "
+        "--comparisons reports/s/tables/comparisons.csv --correlations reports/s/tables/correlations.csv")
+    assert warnings.input_paths("reports/s", "results/s", dirs) == {
         "runs": "reports/s/runs.csv", "stats_config": "results/s/stats_config.yaml",
         "comparisons": "reports/s/tables/comparisons.csv", "correlations": "reports/s/tables/correlations.csv"}
     topk = registry.entry("table", "topk")
     assert topk.per_run and topk.input_paths("r", "s", ["a/1", "a/2"]) == {"topk": ["a/1/topk.csv", "a/2/topk.csv"]}
+    rank_vs_ppl = registry.entry("figure", "rank_vs_ppl")
+    assert rank_vs_ppl.arguments(config, "r", "s", dirs) == (
+        "--runs r/runs.csv --correlations r/tables/correlations.csv --x press_rank --metric test_ppl")
+    odd = registry.Output("odd", "figure", lambda src: "", options=lambda c: {"metric": "a b; rm"})
+    assert odd.arguments(config, "r", "s", []) == "--metric 'a b; rm'"  # shell-quoted
 
 
 def test_unknown_entry_names_the_known_ones():

@@ -1,5 +1,6 @@
 """Claims table: verdicts from comparison and correlation evidence, and every way to be inconclusive."""
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -133,3 +134,27 @@ def test_claim_validation():
         run_claims(runs, {"claims": [{"id": "c", "source": "s", "expect": "lower", "correlation": {"name": "r"}}]})
     with pytest.raises(AuditError, match=r"^config: config key claims\[1\]\.id: duplicate claim id 'c'$"):
         run_claims(runs, {"claims": [claim("c", "plif", "softmax", "lower")] * 2})
+
+
+@pytest.mark.parametrize("ci, verdict", [
+    ((0.10, 0.45), "supported"),       # the whole interval of |r| below 0.5
+    ((-0.45, 0.30), "supported"),      # |r| in [0, 0.45]
+    ((0.28, 0.64), "inconclusive"),    # straddles: LK's PTB r = 0.48 over 72 grid models
+    ((-0.90, -0.55), "contradicted"),  # |r| in [0.55, 0.90]: strong, whatever the sign
+])
+def test_weak_correlation_claims(ci, verdict):
+    from audit.stats.claims import judge_weak
+
+    assert judge_weak(0.3, ci, 0.5)[0] == verdict
+    assert judge_correlation("weak", 0.3, math.nan, 30, FAST, ci=ci, weak_below=0.5)[0] == verdict
+
+
+def test_weak_claim_on_runs_reads_the_correlation_interval():
+    runs = make_runs({"softmax": (57.0, 0.1, 10), "mos": (55.0, 0.1, 10)})   # rank and ppl strongly tied
+    config = {"correlations": [{"name": "r", "x": "press_rank", "y": "test_ppl"}],
+              "claims": [{"id": "w", "source": "s", "expect": "weak", "weak_below": 0.5, "correlation": {"name": "r"}}]}
+    row = run_claims(runs, config).iloc[0]
+    assert row.verdict == "contradicted" and abs(row.ci_low) >= 0.5 and "CI of |r|" in row.reason
+    with pytest.raises(AuditError, match="weak_below"):
+        del config["claims"][0]["weak_below"]
+        run_claims(runs, config)

@@ -1,0 +1,36 @@
+"""The GPU benchmark (audit.bench.gpu): runs at a tiny size on the CPU and prints its figures."""
+
+import math
+
+import torch
+
+from audit.bench import gpu
+from audit.config import check_study
+
+
+def test_projected_hours_sum_epochs_times_tokens_over_family_throughput():
+    study = check_study({"study": "p", "seeds": [1, 2, 3], "data": {"corpora": ["ptb"]},
+                         "heads": [{"name": "softmax"}, {"name": "mos", "options": {"experts": 2},
+                                                         "train": {"epochs": 5}}],
+                         "train": {"epochs": 10}})
+    hours = gpu.projected_hours(study, {"softmax": 1000.0, "plif": 1.0, "mos": 500.0})
+    expected = (3 * 10 * 929_589 / 1000.0 + 3 * 5 * 929_589 / 500.0) / 3600
+    assert math.isclose(hours, expected, rel_tol=1e-12)
+    assert gpu.family_of("moc") == "mos" and gpu.family_of("plif_frozen") == "plif"
+    assert gpu.family_of("sigsoftmax") == "softmax"
+
+
+def test_cpu_run_prints_every_figure_and_exits_0(capsys):
+    if torch.cuda.is_available():
+        import pytest
+
+        pytest.skip("on a GPU this would run the full-size benchmark")
+    assert gpu.main(["--families", "softmax,mos", "--concurrency", "1,2", "--steps", "2", "--warmup", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "cpu, tiny model (CI check: no GPU figure)" in out
+    for family in ("softmax", "mos"):
+        assert f"\n{family}: one run " in out and "s per ptb epoch" in out
+    assert out.count("plain N= 2:") == 2 and out.count("best N = ") == 2
+    for name in ("paper-ptb", "paper-wt2"):
+        line = next(ln for ln in out.splitlines() if ln.strip().startswith(name))
+        assert float(line.split()[1].replace(",", "")) > 0

@@ -1,0 +1,198 @@
+"""The smoke study on a real one-node SLURM cluster, through Snakemake's SLURM executor.
+
+One module-scoped run (about six minutes on two cores, plus the first apt-get install):
+
+1. a local smoke run to ``runs.csv`` in a temporary copy of the workflow (the reference, and it
+   leaves the prepared data behind, so the cluster run starts at training);
+2. the whole study through ``--workflow-profile profiles/slurm`` (squeue status checks: this
+   cluster has no accounting) with one training job cancelled with ``scancel`` right after its
+   first epoch checkpoint; that invocation fails for that run only (keep-going);
+3. the same command again: the cancelled run is resubmitted, resumes from its checkpoint, and
+   the audit completes.
+
+Skips only where SLURM cannot be installed (or a real SLURM configuration is in the way), saying
+why. The daemons are stopped by pid in the fixture's finalizer, which fails if any process is left.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from support import slurm
+
+REPO = Path(__file__).resolve().parent.parent
+TIMING_COLUMNS = ["wall_seconds", "tokens_per_second"]  # measured per run, not computed from the data
+# test-only speed-ups on top of the profile: check job states every 2 s instead of 40 s, keep the
+# job logs of successful jobs (evidence), and leave a cancelled job failed instead of retrying it,
+# so that the *next invocation* has to resume it
+SLURM_ARGS = ["--workflow-profile", "profiles/slurm", "--configfile", "configs/smoke.yaml",
+              "--slurm-init-seconds-before-status-checks", "2", "--slurm-keep-successful-logs", "--retries", "0"]
+
+pytestmark = pytest.mark.slow
+
+
+def copy_workflow(dest: Path) -> Path:
+    for name in ("Snakefile", "rules", "configs", "profiles", "report"):
+        source = REPO / name
+        (shutil.copytree if source.is_dir() else shutil.copy)(source, dest / name)
+    return dest
+
+
+def snakemake_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "snakemake", *args]
+
+
+def env(mirror: Path) -> dict[str, str]:
+    return {**{k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}, "AUDIT_DATA_MIRROR": str(mirror)}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    reason = slurm.install() or slurm.foreign_conf()
+    if reason:
+        print(f"skipping the SLURM test: {reason}")
+        pytest.skip(reason)
+    node = slurm.Cluster(tmp_path_factory.mktemp("slurm"))
+    try:
+        node.start()
+        yield node
+    finally:
+        left = node.stop()
+        assert all(p.poll() is not None for p in node.procs.values()), "a SLURM daemon is still running"
+        assert not left, f"SLURM processes left behind (killed now): {left}"
+
+
+def train_logs(workdir: Path) -> dict[tuple[str, str], Path]:
+    return {(p.parent.name, p.stem): p for p in (workdir / "logs" / "smoke" / "train" / "ptb").glob("*/*.log")}
+
+
+def cancel_after_first_epoch(cluster, workdir: Path, proc: subprocess.Popen, timeout: float = 900):
+    """Wait for a training job to log epoch 1 (its checkpoint is written just before), then
+    scancel it while epoch 2 runs. Returns (head, seed, SLURM job id)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and proc.poll() is None:
+        for (head, seed), path in train_logs(workdir).items():
+            text = path.read_text()
+            if re.search(r"^epoch\s+1 \|", text, re.M) and not re.search(r"^epoch\s+2 \|", text, re.M):
+                comment = f"rule_train_wildcards_ptb_{head}_{seed}"
+                running = [j["JobId"] for j in cluster.jobs()
+                           if j.get("Comment") == comment and j.get("JobState") == "RUNNING"]
+                assert len(running) == 1, (comment, cluster.jobs())
+                assert (workdir / "results/smoke/runs/ptb" / head / seed / "work" / "last.pt").is_file()
+                cluster.run("scancel", running[0])
+                return head, seed, running[0]
+        time.sleep(0.2)
+    pytest.fail(f"no training job reached epoch 1 while running (snakemake rc {proc.poll()})")
+
+
+@pytest.fixture(scope="module")
+def study(cluster, tmp_path_factory, mirror):
+    workdir = copy_workflow(tmp_path_factory.mktemp("slurm-smoke"))
+    timings = {}
+
+    start = time.monotonic()
+    local = subprocess.run(snakemake_cmd("reports/smoke/runs.csv", "--cores", "2", "--configfile", "configs/smoke.yaml"),
+                           cwd=workdir, env=env(mirror), capture_output=True, text=True, timeout=1800)
+    assert local.returncode == 0, local.stderr[-3000:]
+    timings["local run to runs.csv"] = time.monotonic() - start
+    reference = workdir.parent / "local-runs.csv"
+    shutil.copy(workdir / "reports/smoke/runs.csv", reference)
+    for sub in ("results/smoke", "reports/smoke", "logs/smoke"):  # keep results/data: shared by studies
+        shutil.rmtree(workdir / sub)
+
+    start = time.monotonic()
+    with open(workdir.parent / "slurm-1.out", "w") as out:
+        first = subprocess.Popen(snakemake_cmd(*SLURM_ARGS), cwd=workdir, env=env(mirror), stdout=out,
+                                 stderr=subprocess.STDOUT, text=True)
+        try:
+            cancelled = cancel_after_first_epoch(cluster, workdir, first)
+            first.wait(timeout=1800)
+        finally:
+            if first.poll() is None:
+                first.terminate()
+                first.wait(timeout=60)
+    timings["SLURM run with one job cancelled"] = time.monotonic() - start
+    first_log = (workdir.parent / "slurm-1.out").read_text()
+
+    start = time.monotonic()
+    second = subprocess.run(snakemake_cmd(*SLURM_ARGS), cwd=workdir, env=env(mirror), capture_output=True,
+                            text=True, timeout=1800)
+    timings["SLURM rerun"] = time.monotonic() - start
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:] + cluster.logs()
+    print("SLURM test timings (s): " + ", ".join(f"{k} {v:.0f}" for k, v in timings.items()))
+    return {"workdir": workdir, "reference": reference, "cancelled": cancelled, "first_rc": first.returncode,
+            "first_log": first_log, "second_log": second.stdout + second.stderr, "timings": timings}
+
+
+def runs() -> list[tuple[str, int]]:
+    config = yaml.safe_load((REPO / "configs" / "smoke.yaml").read_text())
+    return [(h["name"], s) for h in config["heads"] for s in config["seeds"]]
+
+
+def test_every_train_and_evaluate_job_ran_as_a_slurm_job_with_the_computed_resources(cluster, study):
+    from audit import resources
+    from audit.config import check_study, run_settings
+
+    config = check_study(yaml.safe_load((REPO / "configs" / "smoke.yaml").read_text()), "configs/smoke.yaml")
+    jobs = cluster.jobs()
+    completed = [j for j in jobs if j.get("JobState") == "COMPLETED"]
+    for rule, minutes, mem in (("train", resources.train_minutes, resources.train_mem_mb),
+                               ("evaluate", resources.evaluate_minutes, resources.evaluate_mem_mb)):
+        for head, seed in runs():
+            comment = f"rule_{rule}_wildcards_ptb_{head}_{seed}"
+            mine = [j for j in completed if j.get("Comment") == comment]
+            assert len(mine) == 1, (comment, [j.get("Comment") for j in jobs])
+            job = mine[0]
+            assert job["ExitCode"] == "0:0" and job["NodeList"] == cluster.host
+            assert job["NumCPUs"] == "1"  # threads: 1 in the smoke study
+            settings = run_settings(config, "ptb", head, seed)
+            assert job["TimeLimit"] == f"{minutes(settings) // 60:02d}:{minutes(settings) % 60:02d}:00"
+            assert f"mem={mem(settings)}M" in job["TRES"], job["TRES"]
+            assert "gres/gpu" not in job["TRES"]  # device auto on a host without a GPU: CPUs only
+            log = Path(job["StdOut"])
+            assert log.is_file() and log.is_relative_to(study["workdir"] / ".snakemake" / "slurm_logs")
+            assert f"rule {rule}:" in log.read_text()
+    # nothing of the study ran outside SLURM: every job Snakemake reported finished was submitted
+    submitted = set(re.findall(r"submitted with SLURM jobid (\d+)", study["first_log"] + study["second_log"]))
+    assert {j["JobId"] for j in jobs} >= submitted and len(submitted) >= 12
+
+
+def test_runs_table_equals_the_local_run_on_every_metric(study):
+    local = pd.read_csv(study["reference"], dtype=str, keep_default_na=False)
+    cluster = pd.read_csv(study["workdir"] / "reports/smoke/runs.csv", dtype=str, keep_default_na=False)
+    assert len(cluster) == len(runs())
+    key = ["corpus", "head", "seed"]
+    local, cluster = (t.drop(columns=TIMING_COLUMNS).sort_values(key).reset_index(drop=True) for t in (local, cluster))
+    assert list(local.columns) == list(cluster.columns)
+    # as text: bitwise equality of every metric, as written
+    pd.testing.assert_frame_equal(local, cluster)
+    assert (cluster["status"] == "ok").all()
+    assert (study["workdir"] / "reports/smoke/audit.html").is_file()
+
+
+def test_a_cancelled_training_job_resumes_from_its_checkpoint_on_the_next_invocation(cluster, study):
+    head, seed, job_id = study["cancelled"]
+    states = {j["JobId"]: j["JobState"] for j in cluster.jobs()}
+    assert states[job_id] == "CANCELLED"
+    assert study["first_rc"] != 0 and f"SLURM-job '{job_id}' failed" in study["first_log"]
+    log = (study["workdir"] / "logs/smoke/train/ptb" / head / f"{seed}.log").read_text()
+    assert re.search(r"^resumed from \S+last\.pt after epoch 1$", log, re.M), log
+    assert re.search(r"^epoch\s+2 \|", log, re.M) and not re.search(r"^epoch\s+1 \|", log, re.M)
+    others = [p for (h, s), p in train_logs(study["workdir"]).items() if (h, s) != (head, seed)]
+    assert len(others) == len(runs()) - 1 and not any("resumed" in p.read_text() for p in others)
+    # the resumed run's final metrics are those of the uninterrupted local run
+    local = pd.read_csv(study["reference"], dtype=str, keep_default_na=False)
+    resumed = pd.read_csv(study["workdir"] / "reports/smoke/runs.csv", dtype=str, keep_default_na=False)
+    pick = lambda t: t[(t["head"] == head) & (t["seed"] == seed)].drop(columns=TIMING_COLUMNS).reset_index(drop=True)
+    pd.testing.assert_frame_equal(pick(local), pick(resumed))
+    assert pick(resumed)["epochs_run"].tolist() == ["2"]
