@@ -30,9 +30,6 @@ SCHEMA_PATH = Path(__file__).resolve().parent.parent / "configs" / "schema.yaml"
 # train settings that hold for the whole study (one GPU pool): an arm may not override them, and
 # they stay out of a run's settings, so changing them never makes finished runs look out of date
 STUDY_WIDE_TRAIN_KEYS = ("runs_per_gpu",)
-# Scheduling only (they change no number of a run): kept out of run_settings, so changing them
-# never makes a finished run look out of date, and not overridable per arm.
-STUDY_WIDE_TRAIN_KEYS = ("runs_per_gpu",)
 # sections of a study that `python -m audit stats` reads (rules/stats.smk writes them out)
 STATS_SECTIONS = ("comparisons", "correlations", "claims", "claims_file", "stats", "published")
 # what a schema cannot say: these keys name their entries uniquely within a section
@@ -187,6 +184,10 @@ def check_study(config: dict, source: str = "config") -> dict:
     config = _validated(schema, config, source)
     config["heads"] = expand_grids(config["heads"], source)
     _check_semantics(config, schema, source)
+    if isinstance(config["seeds"], dict):  # a sequential schedule (audit/stats/schedule.py)
+        from audit.stats import schedule
+
+        schedule.check(config, source)
     for name in _UNIQUE:
         _check_unique(name, config[name], source)
     return config

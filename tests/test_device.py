@@ -191,3 +191,17 @@ def test_cuda_study_plans_gpu_jobs_on_a_host_without_cuda(tmp_path, mirror):
 def test_auto_on_a_host_without_gpus_plans_cpu_jobs(tmp_path, mirror):
     jobs = _job_resources(_dry_run(tmp_path, mirror, "auto"))
     assert len(jobs["train"]) == 6 and all("gpu=0" in line for line in jobs["train"] + jobs["evaluate"])
+
+
+def test_runs_per_gpu_is_study_wide_and_outside_run_settings():
+    from audit.config import check_study, run_settings
+
+    base = {"study": "s", "seeds": [1], "heads": [{"name": "softmax"}]}
+    config = check_study({**base, "train": {"runs_per_gpu": "auto"}})
+    assert config["train"]["runs_per_gpu"] == "auto"
+    assert check_study(base)["train"]["runs_per_gpu"] == 4      # the provisional default
+    assert "runs_per_gpu" not in run_settings(config, "ptb", "softmax", 1)["train"]   # no rerun when it changes
+    with pytest.raises(AuditError, match=r"heads\[0\]\.train\.runs_per_gpu: a study-wide setting"):
+        check_study({**base, "heads": [{"name": "softmax", "train": {"runs_per_gpu": 2}}]})
+    with pytest.raises(AuditError, match="runs_per_gpu"):
+        check_study({**base, "train": {"runs_per_gpu": 0}})

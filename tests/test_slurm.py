@@ -38,7 +38,6 @@ TIMING_COLUMNS = ["wall_seconds", "tokens_per_second"]  # measured per run, not 
 SLURM_ARGS = ["--workflow-profile", "profiles/slurm", "--configfile", "configs/smoke.yaml",
               "--slurm-init-seconds-before-status-checks", "2", "--slurm-keep-successful-logs", "--retries", "0"]
 
-pytestmark = pytest.mark.slow
 
 
 def copy_workflow(dest: Path) -> Path:
@@ -58,7 +57,9 @@ def env(mirror: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
+    start = time.monotonic()
     reason = slurm.install() or slurm.foreign_conf()
+    print(f"SLURM installed or found in {time.monotonic() - start:.0f} s")
     if reason:
         print(f"skipping the SLURM test: {reason}")
         pytest.skip(reason)
@@ -139,6 +140,13 @@ def runs() -> list[tuple[str, int]]:
     return [(h["name"], s) for h in config["heads"] for s in config["seeds"]]
 
 
+def tres_mem_mb(tres: str) -> float:
+    """The mem= entry of scontrol's TRES field (e.g. ``mem=1.50G``) in MB (SLURM's M = MiB)."""
+    value = re.search(r"(?:^|,)mem=([0-9.]+)([MGT])", tres)
+    return float(value.group(1)) * {"M": 1, "G": 1024, "T": 1024**2}[value.group(2)]
+
+
+@pytest.mark.slow
 def test_every_train_and_evaluate_job_ran_as_a_slurm_job_with_the_computed_resources(cluster, study):
     from audit import resources
     from audit.config import check_study, run_settings
@@ -157,16 +165,20 @@ def test_every_train_and_evaluate_job_ran_as_a_slurm_job_with_the_computed_resou
             assert job["NumCPUs"] == "1"  # threads: 1 in the smoke study
             settings = run_settings(config, "ptb", head, seed)
             assert job["TimeLimit"] == f"{minutes(settings) // 60:02d}:{minutes(settings) % 60:02d}:00"
-            assert f"mem={mem(settings)}M" in job["TRES"], job["TRES"]
+            assert tres_mem_mb(job["TRES"]) == mem(settings), job["TRES"]
             assert "gres/gpu" not in job["TRES"]  # device auto on a host without a GPU: CPUs only
             log = Path(job["StdOut"])
             assert log.is_file() and log.is_relative_to(study["workdir"] / ".snakemake" / "slurm_logs")
             assert f"rule {rule}:" in log.read_text()
+            # the estimate covers what the job used (Snakemake's benchmark of it: wall s, peak RSS MB)
+            bench = pd.read_csv(study["workdir"] / f"results/smoke/runs/ptb/{head}/{seed}/benchmark_{rule}.tsv", sep="\t")
+            assert bench["max_rss"].iloc[0] < mem(settings) and bench["s"].iloc[0] < 60 * minutes(settings)
     # nothing of the study ran outside SLURM: every job Snakemake reported finished was submitted
     submitted = set(re.findall(r"submitted with SLURM jobid (\d+)", study["first_log"] + study["second_log"]))
     assert {j["JobId"] for j in jobs} >= submitted and len(submitted) >= 12
 
 
+@pytest.mark.slow
 def test_runs_table_equals_the_local_run_on_every_metric(study):
     local = pd.read_csv(study["reference"], dtype=str, keep_default_na=False)
     cluster = pd.read_csv(study["workdir"] / "reports/smoke/runs.csv", dtype=str, keep_default_na=False)
@@ -180,13 +192,14 @@ def test_runs_table_equals_the_local_run_on_every_metric(study):
     assert (study["workdir"] / "reports/smoke/audit.html").is_file()
 
 
+@pytest.mark.slow
 def test_a_cancelled_training_job_resumes_from_its_checkpoint_on_the_next_invocation(cluster, study):
     head, seed, job_id = study["cancelled"]
     states = {j["JobId"]: j["JobState"] for j in cluster.jobs()}
     assert states[job_id] == "CANCELLED"
     assert study["first_rc"] != 0 and f"SLURM-job '{job_id}' failed" in study["first_log"]
     log = (study["workdir"] / "logs/smoke/train/ptb" / head / f"{seed}.log").read_text()
-    assert re.search(r"^resumed from \S+last\.pt after epoch 1$", log, re.M), log
+    assert re.search(r"^resumed .*last\.pt after epoch 1\b", log, re.M), log
     assert re.search(r"^epoch\s+2 \|", log, re.M) and not re.search(r"^epoch\s+1 \|", log, re.M)
     others = [p for (h, s), p in train_logs(study["workdir"]).items() if (h, s) != (head, seed)]
     assert len(others) == len(runs()) - 1 and not any("resumed" in p.read_text() for p in others)
@@ -196,3 +209,39 @@ def test_a_cancelled_training_job_resumes_from_its_checkpoint_on_the_next_invoca
     pick = lambda t: t[(t["head"] == head) & (t["seed"] == seed)].drop(columns=TIMING_COLUMNS).reset_index(drop=True)
     pd.testing.assert_frame_equal(pick(local), pick(resumed))
     assert pick(resumed)["epochs_run"].tolist() == ["2"]
+
+
+def test_the_profile_plans_gpu_jobs_on_a_login_node_without_slurm_or_gpu(tmp_path, mirror):
+    """A dry run (no cluster needed): partition and account from the variables (a numeric account
+    stays a string), one GPU per training/evaluation job with `device: cuda` although this host
+    has none, and the computed runtime and memory; CPU-only jobs get the profile's defaults."""
+    from audit import resources
+    from audit.config import check_study, run_settings
+
+    workdir = copy_workflow(tmp_path)
+    config = yaml.safe_load((workdir / "configs/smoke.yaml").read_text())
+    config["train"]["device"] = "cuda"
+    (workdir / "configs/smoke-cuda.yaml").write_text(yaml.safe_dump(config))
+    plan = subprocess.run(snakemake_cmd("-n", "--workflow-profile", "profiles/slurm", "--configfile",
+                                        "configs/smoke-cuda.yaml"), cwd=workdir, capture_output=True, text=True,
+                          env={**env(mirror), "AUDIT_SLURM_PARTITION": "gpu", "AUDIT_SLURM_ACCOUNT": "123456",
+                               "CUDA_VISIBLE_DEVICES": ""}, timeout=600)
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    blocks = re.findall(r"^rule (\w+):\n(.*?)(?=^\S|\Z)", plan.stdout, re.M | re.S)
+    checked = set()
+    settings = run_settings(check_study(config, "smoke-cuda"), "ptb", "softmax", 1)
+    for rule, body in blocks:
+        found = re.search(r"resources: (.*)", body)
+        if not found:  # `all`
+            continue
+        res = dict(item.split("=", 1) for item in found.group(1).split(", "))
+        assert res["slurm_partition"] == "gpu" and res["slurm_account"] == "123456", res
+        if rule in ("train", "evaluate"):
+            minutes = resources.train_minutes if rule == "train" else resources.evaluate_minutes
+            mem = resources.train_mem_mb if rule == "train" else resources.evaluate_mem_mb
+            assert res["gpu"] == "1" and int(res["runtime"]) == minutes(settings) and int(res["mem_mb"]) == mem(settings)
+        else:
+            assert "gpu" not in res or res["gpu"] == "0", (rule, res)
+            assert res["runtime"] == "30" and res["mem_mb"] == "4000", (rule, res)
+        checked.add(rule)
+    assert {"train", "evaluate", "runs_table", "report"} <= checked, checked

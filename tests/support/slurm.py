@@ -224,7 +224,10 @@ PartitionName=audit Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 
 
 def foreign_conf() -> str | None:
-    """Why the default configuration path cannot be used, if it holds someone else's file."""
+    """Why the cluster cannot be started here: not root (slurmd and /etc/slurm need it), or the
+    default configuration path holds someone else's file."""
+    if os.geteuid() != 0:
+        return "starting slurmd and writing /etc/slurm/slurm.conf need root"
     if CONF.is_file() and not CONF.read_text(errors="replace").startswith(MARKER):
         return f"{CONF} exists and was not written by this test: not replacing a real SLURM configuration"
     return None

@@ -1,0 +1,120 @@
+"""audit/resources.py: SLURM runtime and memory from the study's size, checked against the
+published timings it is built on, the measured CPU anchors, exact parameter counts and the data."""
+
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+from audit import resources
+from audit.config import check_study, run_settings
+from audit.errors import AuditError
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def study(name: str) -> dict:
+    path = REPO / "configs" / name
+    return check_study(yaml.safe_load(path.read_text()), str(path))
+
+
+def settings(name: str, corpus: str, head: str, device: str = "cuda", **train) -> dict:
+    config = study(name)
+    s = run_settings(config, corpus, head, config["seeds"][0])
+    s["train"].update(device=device, **train)
+    return s
+
+
+@pytest.mark.parametrize("corpus", ["ptb", "wikitext-2"])
+def test_token_and_vocabulary_counts_match_the_data(mirror, corpus):
+    words = set()
+    for split, expected in resources.SPLIT_TOKENS[corpus].items():
+        lines = (mirror / corpus / f"{split}.txt").read_text().splitlines()
+        assert sum(len(line.split()) + 1 for line in lines) == expected  # + <eos> per line
+        words.update(w for line in lines for w in line.split())
+    assert len(words | {"<eos>"}) == resources.VOCAB[corpus]
+
+
+def test_macs_per_token_of_the_lk_model_by_hand():
+    # layers 400->1150, 1150->1150, 1150->400: 4 H (in + H) each; decoder 400 x 10,000
+    lstm = 4 * 1150 * (400 + 1150) + 4 * 1150 * (1150 + 1150) + 4 * 400 * (1150 + 400)
+    assert resources.macs_per_token(resources.LK_MODEL, 10_000) == lstm + 400 * 10_000 == 24_190_000
+
+
+@pytest.mark.parametrize("config,corpus,head", [
+    ("paper-ptb.yaml", "ptb", "softmax"), ("paper-ptb.yaml", "ptb", "mos"), ("paper-ptb.yaml", "ptb", "mos_fair"),
+    ("paper-ptb.yaml", "ptb", "sigsoftmax"), ("paper-wt2.yaml", "wikitext-2", "mos"),
+    ("paper-wt2.yaml", "wikitext-2", "softmax"),
+])
+def test_parameter_estimate_is_the_exact_count(config, corpus, head):
+    from audit.model.params import count_params
+    from audit.train.trainer import model_config
+
+    s = settings(config, corpus, head)
+    exact = count_params(model_config(s, resources.VOCAB[corpus]))
+    assert resources.n_params(resources._dims(s), resources.VOCAB[corpus]) == exact
+
+
+@pytest.mark.parametrize("corpus,family,head", [
+    ("ptb", "softmax", "softmax"), ("ptb", "sigsoftmax", "sigsoftmax"), ("ptb", "gss", "gss"),
+    ("ptb", "plif", "plif"), ("ptb", "mos", "mos"),
+    ("wikitext-2", "softmax", "softmax"), ("wikitext-2", "mos", "mos"), ("wikitext-2", "plif", "plif_frozen"),
+])
+def test_gpu_estimate_reproduces_the_published_v100_epoch_times(corpus, family, head):
+    config = "paper-ptb.yaml" if corpus == "ptb" else "paper-wt2.yaml"
+    s = settings(config, corpus, head)
+    per_epoch = resources.seconds_per_token(s, gpu=True) * resources.tokens(s, "train")
+    assert per_epoch == pytest.approx(resources.V100_SECONDS_PER_EPOCH[corpus][family], rel=1e-9)
+
+
+def test_cpu_estimate_reproduces_both_measured_anchors():
+    for model, corpus, threads, seconds_per_token in resources.CPU_ANCHORS:
+        s = settings("smoke.yaml", corpus, "softmax", device="cpu", threads=threads)
+        s["model"].update(model)
+        assert resources.seconds_per_token(s, gpu=False) == pytest.approx(seconds_per_token, rel=1e-9)
+
+
+def test_runtime_grows_with_epochs_tokens_and_head_cost():
+    base = settings("paper-ptb.yaml", "ptb", "softmax", epochs=100)
+    longer = settings("paper-ptb.yaml", "ptb", "softmax", epochs=200)
+    mos = settings("paper-ptb.yaml", "ptb", "mos", epochs=100)
+    wt2 = settings("paper-wt2.yaml", "wikitext-2", "softmax", epochs=100)
+    m = resources.train_minutes
+    assert m(base) < m(longer) < m(base) * 2 + 1  # the startup is paid once
+    assert m(base) < m(mos) and m(base) < m(wt2)
+    # 100 epochs x 55 s (+ validation, startup) x 1.5 safety, in whole minutes
+    expected = (100 * 55 * (1 + resources.SPLIT_TOKENS["ptb"]["valid"] / 3 / resources.SPLIT_TOKENS["ptb"]["train"])
+                + resources.STARTUP_SECONDS) * resources.SAFETY["gpu"] / 60
+    assert m(base) == math.ceil(expected)
+
+
+def test_runtime_has_a_floor_and_a_ceiling(monkeypatch):
+    smoke = settings("smoke.yaml", "ptb", "softmax", device="cpu")
+    assert resources.train_minutes(smoke) == resources.MIN_MINUTES
+    paper = settings("paper-wt2.yaml", "wikitext-2", "mos")  # ~600 s x 1000 epochs: days
+    assert resources.train_minutes(paper) == resources.DEFAULT_MAX_MINUTES
+    monkeypatch.setenv("AUDIT_SLURM_MAX_MINUTES", "2880")
+    assert resources.train_minutes(paper) == 2880
+    for bad in ("two days", "5"):
+        monkeypatch.setenv("AUDIT_SLURM_MAX_MINUTES", bad)
+        with pytest.raises(AuditError, match="AUDIT_SLURM_MAX_MINUTES"):
+            resources.train_minutes(paper)
+
+
+def test_a_gpu_job_asks_for_cuda_host_memory_and_a_cpu_job_for_activations():
+    gpu = settings("paper-ptb.yaml", "ptb", "mos", device="cuda")
+    cpu = settings("paper-ptb.yaml", "ptb", "mos", device="cpu")
+    assert resources.train_mem_mb(gpu) >= (resources.BASE_MB + resources.CUDA_HOST_MB) * resources.MEM_SAFETY
+    assert resources.train_mem_mb(cpu) > resources.train_mem_mb(settings("paper-ptb.yaml", "ptb", "softmax", device="cpu"))
+    assert all(v % 256 == 0 for v in (resources.train_mem_mb(gpu), resources.train_mem_mb(cpu)))
+
+
+def test_evaluation_memory_covers_the_measured_wt2_spectrum_peak():
+    # `audit bench spectrum --wt2`: peak RSS 13.22 GB for the 245,568 x 33,278 Gram (README)
+    s = settings("paper-wt2.yaml", "wikitext-2", "softmax", device="cpu")
+    assert resources.spectrum_shape(s) == (245_568, 33_278)
+    assert resources.evaluate_mem_mb(s) > 13_220
+    small = settings("smoke.yaml", "ptb", "softmax", device="cpu")  # 500 contexts: the row Gram
+    assert resources.spectrum_shape(small) == (500, 10_000)
+    assert resources.evaluate_mem_mb(small) < resources.evaluate_mem_mb(s) / 4
