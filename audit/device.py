@@ -262,6 +262,15 @@ def job_devices(visible_count: int) -> list[int]:
 _HELD: Slot | None = None
 
 
+def scheduler_assigned() -> bool:
+    """True inside a SLURM job step, where the scheduler, not our slot locks, assigns GPUs.
+
+    ``AUDIT_GPU_LOCK_DIR`` set explicitly keeps the slot locks (e.g. one whole-node allocation
+    that runs a local Snakemake with several runs per GPU).
+    """
+    return bool(os.environ.get("SLURM_JOB_ID")) and not os.environ.get("AUDIT_GPU_LOCK_DIR")
+
+
 def resolve_device(name: str):
     """The torch device for a ``train.device`` (or ``synthetic.device``) setting.
 
@@ -276,6 +285,12 @@ def resolve_device(name: str):
     if name == "cuda":
         if not torch.cuda.is_available():
             raise AuditError("train.device is 'cuda' but no CUDA device is available")
+        if scheduler_assigned():
+            # SLURM gave this job its own GPU(s) (--gpus / gres): the visible device 0 is ours, and
+            # a per-host lock named by visible index would collide with other jobs' own device 0
+            print("GPU assignment: cuda:0 (assigned by SLURM)", file=sys.stderr, flush=True)
+            torch.cuda.set_device(0)
+            return torch.device("cuda", 0)
         if _HELD is None:
             runs = os.environ.get("AUDIT_RUNS_PER_GPU", "1")
             runs = runs if runs == "auto" else int(runs)

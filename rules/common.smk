@@ -9,6 +9,7 @@ from audit.config import check_study, run_settings, settings_json, stats_section
 from audit.device import job_gpus, pool_size
 from audit.errors import AuditError
 from audit.report import registry as _report_registry
+from audit.stats import schedule as _schedule
 
 # Rules call `python -m audit ...`: make `python` the interpreter running Snakemake (e.g. the one
 # in .venv when started as .venv/bin/snakemake), not whichever python comes first on PATH.
@@ -51,8 +52,26 @@ wildcard_constraints:
     seed="[0-9]+",
 
 
+# `seeds:` a list is the fixed design (the runs are known when Snakemake parses); a mapping
+# {initial, step, max} the group-sequential one (rules/sequential.smk), whose runs are known only
+# as its interim analyses (checkpoints) decide them.
+SEQUENTIAL = _schedule.is_sequential(config)
+
+
+def study_has_runs():
+    """Whether the study trains language models (a corpus and a head); known at parse time."""
+    return bool(config["data"]["corpora"] and config["heads"])
+
+
 def all_runs():
-    """(corpus, head, seed) of every run of the study."""
+    """(corpus, head, seed) of every run of the study.
+
+    Fixed design: every corpus x arm x seed of the list. Sequential design: the runs of the last
+    stage (rules/sequential.smk), which exist only after the interim analyses: call it from an
+    input or params function, where the checkpoints make Snakemake wait for them, never while
+    the Snakefile is parsed (use study_has_runs() there)."""
+    if SEQUENTIAL:
+        return sequential_runs()
     return [
         (corpus, entry["name"], seed)
         for corpus in config["data"]["corpora"]
@@ -63,6 +82,38 @@ def all_runs():
 
 def run_dirs():
     return [RUN_DIR.format(corpus=c, head=h, seed=s) for c, h, s in all_runs()]
+
+
+def run_files(name):
+    """<run dir>/<name> of every run as a rule input: a list (fixed design), or an input function
+    that resolves the runs through the interim checkpoints (sequential design)."""
+    if SEQUENTIAL:
+        return lambda wildcards: [f"{d}/{name}" for d in run_dirs()]
+    return [f"{d}/{name}" for d in run_dirs()]
+
+
+def run_dirs_param():
+    """run_dirs() as a rule's params: the list, or a function (sequential design; the rule's input
+    must then hold run_files(...) so that the checkpoints are its inputs too)."""
+    return (lambda wildcards: run_dirs()) if SEQUENTIAL else run_dirs()
+
+
+def report_entry_inputs(entry):
+    """The input: of a registry entry's rule (rules/report.smk): per-run inputs through run_files."""
+    paths = entry.input_paths(REPORTS, RESULTS, [] if SEQUENTIAL else run_dirs())
+    if SEQUENTIAL:
+        for key in paths:
+            if _report_registry.INPUTS[key].per_run:
+                paths[key] = run_files(_report_registry.INPUTS[key].path)
+    return paths
+
+
+def report_entry_arguments(entry):
+    """The CLI arguments of a registry entry's rule: text, or a function when they list the runs
+    of a sequential study."""
+    if SEQUENTIAL and entry.per_run:
+        return lambda wildcards: entry.arguments(config, REPORTS, RESULTS, run_dirs())
+    return entry.arguments(config, REPORTS, RESULTS, [] if SEQUENTIAL else run_dirs())
 
 
 def train_settings(wildcards):

@@ -32,14 +32,14 @@ rule evaluate:
 
 rule runs_table:
     input:
-        metrics=[f"{d}/metrics.json" for d in run_dirs()],
-        results=[f"{d}/eval.json" for d in run_dirs()],
-        pairs=[f"{d}/wordsim_pairs.csv" for d in run_dirs()],
+        metrics=run_files("metrics.json"),
+        results=run_files("eval.json"),
+        pairs=run_files("wordsim_pairs.csv"),
     output:
         runs=f"{REPORTS}/runs.csv",
         pairs=f"{RESULTS}/wordsim_pairs.csv",
     params:
-        run_dirs=run_dirs(),
+        run_dirs=run_dirs_param(),
     log:
         f"logs/{STUDY}/runs_table.log",
     shell:

@@ -29,7 +29,7 @@ def data_files():
     """The verified data files the study read."""
     splits = [f"{DATA}/{c}/{s}.txt" for c in config["data"]["corpora"] for s in ("train", "valid", "test")]
     # word similarity is evaluated on the runs only: a study without runs (published, synthetic) reads none
-    return splits + ([f"{DATA}/wordsim/{name}" for name in WORDSIM_FILES] if all_runs() else [])
+    return splits + ([f"{DATA}/wordsim/{name}" for name in WORDSIM_FILES] if study_has_runs() else [])
 
 
 report: "../report/workflow.rst"
@@ -58,14 +58,14 @@ for _entry in _registry.entries(made_by="report"):
         name:
             _entry.rule
         input:
-            **_entry.input_paths(REPORTS, RESULTS, run_dirs()),
+            **report_entry_inputs(_entry),
         output:
             report(_entry.path(REPORTS), caption=f"../report/{_entry.caption_file}",
                    category=f"{_entry.kind.capitalize()}s", labels={_entry.kind: _entry.name}),
         params:  # fixed here: shell: is evaluated when the job runs, after the loop moved on
             kind=_entry.kind,
             name=_entry.name,
-            arguments=_entry.arguments(config, REPORTS, RESULTS, run_dirs()),
+            arguments=report_entry_arguments(_entry),
         log:
             f"logs/{STUDY}/report/{_entry.kind}_{_entry.name}.log",
         shell:
@@ -75,15 +75,15 @@ for _entry in _registry.entries(made_by="report"):
 rule report_provenance:
     input:
         config=f"{RESULTS}/config.resolved.yaml",
-        metrics=[f"{d}/metrics.json" for d in run_dirs()],
+        metrics=run_files("metrics.json"),
         # after evaluation, so that the evaluate jobs' benchmark files are there to record
-        results=[f"{d}/eval.json" for d in run_dirs()],
+        results=run_files("eval.json"),
         data=data_files(),
     output:
         report(f"{REPORTS}/provenance.json", caption="../report/provenance.rst",
                category="Provenance", labels={"file": "provenance.json"}),
     params:
-        run_dirs=run_dirs(),
+        run_dirs=run_dirs_param(),
         command=reproduce_command(),
     log:
         f"logs/{STUDY}/report/provenance.log",
@@ -104,7 +104,7 @@ def report_figure_files():
 
 rule report:
     input:
-        runs=[f"{REPORTS}/runs.csv"] if all_runs() else [],
+        runs=[f"{REPORTS}/runs.csv"] if study_has_runs() else [],
         config=f"{RESULTS}/config.resolved.yaml",
         tables=report_tables(),
         figures=report_figure_files(),
@@ -113,7 +113,7 @@ rule report:
         report(f"{REPORTS}/audit.html", caption="../report/audit.rst", category="Audit",
                labels={"file": "audit.html"}),
     params:
-        runs=f"--runs {REPORTS}/runs.csv" if all_runs() else "",
+        runs=f"--runs {REPORTS}/runs.csv" if study_has_runs() else "",
     log:
         f"logs/{STUDY}/report.log",
     shell:

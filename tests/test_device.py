@@ -205,3 +205,15 @@ def test_runs_per_gpu_is_study_wide_and_outside_run_settings():
         check_study({**base, "heads": [{"name": "softmax", "train": {"runs_per_gpu": 2}}]})
     with pytest.raises(AuditError, match="runs_per_gpu"):
         check_study({**base, "train": {"runs_per_gpu": 0}})
+
+
+def test_inside_a_slurm_job_the_scheduler_assigns_the_gpu(monkeypatch):
+    """SLURM jobs see only their own GPU(s) as device 0: no per-host slot locks there, unless a
+    lock folder is set explicitly (one whole-node allocation running several runs per GPU)."""
+    monkeypatch.delenv("AUDIT_GPU_LOCK_DIR", raising=False)
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    assert not device.scheduler_assigned()
+    monkeypatch.setenv("SLURM_JOB_ID", "4242")
+    assert device.scheduler_assigned()
+    monkeypatch.setenv("AUDIT_GPU_LOCK_DIR", "/tmp/node-locks")
+    assert not device.scheduler_assigned()

@@ -25,6 +25,7 @@ STUDIES = {
     "paper-wt2.yaml": (9 * 11, False, False),
     "synthetic-gpu.yaml": (0, False, False),   # no language-model runs: 4 heads x 6 d x 3 alpha x 10 seeds fits
     "published.yaml": (0, False, False),       # no runs: the published record from audit/data/published.csv
+    "sequential-smoke.yaml": (3 * 3, False, False),  # seeds on demand: stage 1 only (3 heads x 3 seeds) is planned
 }
 SYNTHETIC_FITS = {"synthetic-gpu.yaml": 4 * 6 * 3 * 10}
 
@@ -43,7 +44,8 @@ def test_every_study_config_is_covered():
 def test_study_dry_run_plans_one_job_per_run_and_its_report(name, workdir, mirror):
     runs, grid, heatmaps = STUDIES[name]
     study = load_study(REPO / "configs" / name)
-    assert len(study["heads"]) * len(study["seeds"]) * len(study["data"]["corpora"]) == runs
+    seeds = study["seeds"]["initial"] if isinstance(study["seeds"], dict) else len(study["seeds"])
+    assert len(study["heads"]) * seeds * len(study["data"]["corpora"]) == runs
     plan = snakemake(workdir, "--configfile", f"configs/{name}", "-n", mirror=mirror)
     assert plan.returncode == 0, plan.stderr[-2000:]
     counts = job_counts(plan.stdout + plan.stderr)

@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 from audit.errors import AuditError
+from audit.stats.schedule import planned_seeds
 
 FAMILIES = {"softmax": ["softmax", "sigsoftmax", "gss", "softmax_matched", "gss_unbounded"],
             "plif": ["plif", "plif_frozen"],
@@ -53,7 +54,7 @@ def arm_settings(config: dict, family: str, tiny: bool, device: str) -> dict:
     entry = next((e for e in config["heads"] if family_of(e["head"]) == family), None)
     if entry is None:
         raise AuditError(f"bench gpu: no arm of family {family!r} in study {config['study']!r}")
-    settings = run_settings(config, config["data"]["corpora"][0], entry["name"], config["seeds"][0])
+    settings = run_settings(config, config["data"]["corpora"][0], entry["name"], planned_seeds(config)[0])
     settings["train"].update(device=device, epochs=1)
     settings.pop("max_tokens", None)
     if tiny:
@@ -160,7 +161,7 @@ def projected_hours(config: dict, family_tps: dict) -> float:
     for corpus in config["data"]["corpora"]:
         for entry in config["heads"]:
             tps = family_tps[family_of(entry["head"])]
-            for seed in config["seeds"]:
+            for seed in planned_seeds(config):  # a sequential schedule: every arm up to max (the most it costs)
                 epochs = run_settings(config, corpus, entry["name"], seed)["train"]["epochs"]
                 seconds += epochs * TRAIN_TOKENS[corpus] / tps
     return seconds / 3600

@@ -119,6 +119,18 @@ def warnings(src: Sources):
     return find_warnings(src.runs(), src.yaml("stats_config"), src.csv("comparisons"), src.csv("correlations"))
 
 
+def sequential(src: Sources):
+    """The group-sequential history (audit.stats.seqreport.history_table) of the decisions file."""
+    import json
+
+    from audit.stats.seqreport import history_table
+
+    path = src.path("sequential")
+    if not path or not Path(path).is_file():
+        raise AuditError(f"the sequential decisions file was not found: {path}")
+    return history_table(json.loads(Path(path).read_text()))
+
+
 def grid(src: Sources):
     from audit.report.grid import grid_table
 

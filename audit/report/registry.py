@@ -83,6 +83,8 @@ INPUTS = {
     "spectrum": Input("--run-dirs", "spectrum.npz", per_run=True),
     "topk": Input("--run-dirs", "topk.csv", per_run=True),
     "metrics": Input("--run-dirs", "metrics.json", per_run=True),
+    "sequential": Input("--sequential", "{results}/sequential/decisions.json",
+                        help="decisions.json of a sequential study (rules/sequential.smk)"),
 }
 RUN_DIRS_FLAG = "--run-dirs"  # every per-run input reaches the CLI as the run folders
 
@@ -137,6 +139,11 @@ def has_grid(config: dict) -> bool:
 def has_grid_pairs(config: dict) -> bool:
     """Heatmaps need a grid over exactly two options."""
     return any(len(point) == 2 for point in grid_points(config))
+
+
+def sequential_design(config: dict) -> bool:
+    """The study schedules its seeds group-sequentially (a ``seeds:`` mapping)."""
+    return has_runs(config) and isinstance(config["seeds"], dict)
 
 
 def has_published(config: dict) -> bool:
@@ -245,6 +252,7 @@ REGISTRY: tuple[Output, ...] = (
     Output("warnings", "table", b.warnings, ("runs", "stats_config", "comparisons", "correlations")),
     Output("topk", "table", b.topk, ("topk",)),
     Output("grid", "table", b.grid, ("runs",), when=has_grid),
+    Output("sequential", "table", b.sequential, ("sequential",), when=sequential_design),
     # figures
     Output("rank_decay", "figure", b.rank_decay, ("spectrum",)),
     Output("learning_curves", "figure", b.learning_curves, ("metrics",), when=has_runs),

@@ -25,6 +25,7 @@ from audit.plots import EMPTY_MARK
 
 SECTION_TITLES = [  # anchor -> table-of-contents entry, in page order
     ("published", "Published evidence"), ("verdicts", "Verdicts"), ("results", "Results per corpus"), ("comparisons", "Comparisons"),
+    ("sequential", "Sequential design"),
     ("ranks", "Ranks"), ("spread", "Per-seed spread"), ("wordsim", "Word similarity"),
     ("grid", "Grid sweeps"), ("qualitative", "Top-k contexts and Jacobian spectra"),
     ("synthetic", "Dirichlet synthetic study"),
@@ -261,7 +262,7 @@ def render(runs_path: str, config_path: str, table_paths: list[str], figure_path
         "spread": "strip" in figures, "convergence": "learning_curves" in figures,
         "wordsim": bool({"wordsim_rho", "wordsim_coverage", "wordsim_diffs"} & set(tables) or "wordsim_wins" in figures),
         "qualitative": bool("topk" in tables or "jacobian" in figures),
-        "grid": "grid" in tables, "synthetic": "synthetic_summary" in tables,
+        "grid": "grid" in tables, "synthetic": "synthetic_summary" in tables, "sequential": "sequential" in tables,
         "provenance": provenance is not None, "warnings": bool(warnings),
     }
     context = {
@@ -276,6 +277,7 @@ def render(runs_path: str, config_path: str, table_paths: list[str], figure_path
         "wordsim_rows": wordsim_rows(rho, tables.get("wordsim_coverage")),
         "wordsim_diffs": records(tables.get("wordsim_diffs")), "topk": records(tables.get("topk")),
         "synthetic": records(tables.get("synthetic_summary")), "grid": grid_sections(tables.get("grid")),
+        "sequential_groups": group_comparisons(records(tables.get("sequential"))),
         "figures": figures, "provenance": provenance,
         "config_yaml": yaml.safe_dump(provenance["config"] if provenance else config, sort_keys=False),
         "warnings": group_warnings(warnings), "warning_titles": WARNING_TITLES, "n_warnings": len(warnings),

@@ -70,3 +70,16 @@ def check(config: dict, source: str = "config") -> None:
     if config["data"]["corpora"] and not config.get("comparisons"):
         raise AuditError(f"{source}: config key seeds: a sequential schedule needs a comparisons "
                          "section (its interim analyses decide those comparisons)")
+
+
+def progress_seeds(config: dict, arm_dir) -> list[int]:
+    """Seeds of one arm to show progress for (``python -m audit progress``): the fixed list, or
+    stage 1's seeds plus every later seed of the schedule whose run folder exists (a seed the
+    interim analyses gave the arm)."""
+    from pathlib import Path
+
+    if not is_sequential(config):
+        return list(config["seeds"])
+    spec = config["seeds"]
+    return [s for i, s in enumerate(planned_seeds(config))
+            if i < int(spec["initial"]) or (Path(arm_dir) / str(s)).is_dir()]

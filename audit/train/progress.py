@@ -106,13 +106,14 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--root", default=".", help="workflow folder holding results/ (default: here)")
     args = parser.parse_args(argv)
     from audit.config import load_study, run_settings
+    from audit.stats.schedule import progress_seeds
 
     config = load_study(args.configfile)
     base = Path(args.root) / "results" / config["study"] / "runs"
     rows = []
     for corpus in config["data"]["corpora"]:
         for entry in config["heads"]:
-            for seed in config["seeds"]:
+            for seed in progress_seeds(config, base / corpus / entry["name"]):  # sequential: those scheduled so far
                 planned = run_settings(config, corpus, entry["name"], seed)["train"]["epochs"]
                 rows.append(run_status(base / corpus / entry["name"] / str(seed), planned))
     if not rows:
