@@ -96,3 +96,7 @@ if SEQUENTIAL:
             f"logs/{STUDY}/sequential/decisions.log",
         shell:
             "python -m audit sequential final --stage-file {input} --out {output} > {log} 2>&1"
+
+    # seconds of work on small JSON files: on a cluster they run on the submitting host, so an
+    # interim decision never waits in the queue behind the training jobs it schedules
+    localrules: interim, sequential_decisions

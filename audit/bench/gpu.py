@@ -197,7 +197,7 @@ def main(argv: list[str]) -> int:
     warmup = args.warmup if args.warmup is not None else (20 if not tiny else 2)
     ns = [int(n) for n in (args.concurrency or ("1,2" if not cuda else ",".join(map(str, CONCURRENCY)))).split(",")]
     where = f"{torch.cuda.get_device_name()} ({torch.cuda.get_device_properties(0).total_memory / 2**30:.0f} GiB)" \
-        if cuda else f"cpu, tiny model (CI check: no GPU figure)"
+        if cuda else "cpu, tiny model (CI check: no GPU figure)"
     config = load_study(args.config)
     corpus_name = config["data"]["corpora"][0]
     print(f"bench gpu on {where}; arms of {args.config}; {steps} timed steps after {warmup} warm-up; torch {torch.__version__}")

@@ -16,7 +16,7 @@ import pytest
 from scipy import stats
 from scipy.special import log_softmax
 
-from audit.synthetic import cli, fit, plan, tables
+from audit.synthetic import cli, fit, plan
 from audit.config import check_study
 from audit.errors import AuditError
 
