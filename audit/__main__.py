@@ -16,7 +16,7 @@ VERBS = {
     "evaluate": "audit.evaluate.run",     # test perplexity, log-P spectrum, word similarity
     "collect": "audit.runs_table",        # gather per-run metrics into the runs table
     "stats": "audit.stats.cli",           # one statistics table from the runs table
-    "sequential": "audit.stats.interim",  # interim analysis of a group-sequential seeds schedule
+    "sequential": "audit.stats.sequential.interim",  # interim analysis of a group-sequential seeds schedule
     "report": "audit.report.cli",         # report tables, figures, provenance and the HTML audit
     "params": "audit.model.params",       # print parameter counts of a config's heads
     "bench": "audit.bench",               # benchmarks that print figures

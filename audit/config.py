@@ -184,8 +184,8 @@ def check_study(config: dict, source: str = "config") -> dict:
     config = _validated(schema, config, source)
     config["heads"] = expand_grids(config["heads"], source)
     _check_semantics(config, schema, source)
-    if isinstance(config["seeds"], dict):  # a sequential schedule (audit/stats/schedule.py)
-        from audit.stats import schedule
+    if isinstance(config["seeds"], dict):  # a sequential schedule (audit/stats/sequential/schedule.py)
+        from audit.stats.sequential import schedule
 
         schedule.check(config, source)
     for name in _UNIQUE:

@@ -9,7 +9,7 @@ from audit.config import check_study, run_settings, settings_json, stats_section
 from audit.device import job_gpus, pool_size
 from audit.errors import AuditError
 from audit.report import registry as _report_registry
-from audit.stats import schedule as _schedule
+from audit.stats.sequential import schedule as _schedule
 
 # Rules call `python -m audit ...`: make `python` the interpreter running Snakemake (e.g. the one
 # in .venv when started as .venv/bin/snakemake), not whichever python comes first on PATH.

@@ -1,5 +1,5 @@
 # Group-sequential seeds (a `seeds: {initial, step, max}` mapping; docs/statistics.md "Sequential
-# design", audit/stats/schedule.py). Stage 1 trains seeds first..first+initial-1 of every arm; the
+# design", audit/stats/sequential/schedule.py). Stage 1 trains seeds first..first+initial-1 of every arm; the
 # checkpoint `interim` analyses stage k (python -m audit sequential interim) and records, per arm,
 # the seeds it gets at stage k + 1: the next `step` seeds when a comparison still running uses it,
 # none otherwise. Stage k + 1's runs come from that record, so Snakemake re-plans after each

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 from audit.errors import AuditError
-from audit.stats.schedule import planned_seeds
+from audit.stats.sequential.schedule import planned_seeds
 
 FAMILIES = {"softmax": ["softmax", "sigsoftmax", "gss", "softmax_matched", "gss_unbounded"],
             "plif": ["plif", "plif_frozen"],

@@ -8,7 +8,7 @@ arm h are drawn N(mean_h, sd_h) with the published 10-seed means and SDs (LK-SM 
 ``--effects table2`` uses LK-paper Table 2's 11-seed values; see shared/reference/protocol.md
 section 6). The ``null`` scenario gives every head softmax's mean (keeping each head's SD, so
 Welch's unequal variances are exercised). Every simulated study runs the same stop rules as
-the workflow (``audit.stats.stopping.replay``).
+the workflow (``audit.stats.sequential.stopping.replay``).
 
 Prints one CSV row per scenario and comparison:
   scenario, comparison, sims, reject_rate, mc_se, power, mean_seeds_per_arm, mean_stages,
@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-from audit.stats import stopping
+from audit.stats.sequential import stopping
 
 HEADS = ("softmax", "ss", "gss", "plif", "mos")
 # test perplexity mean, SD per head (order of HEADS): shared/reference/protocol.md section 6

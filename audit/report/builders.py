@@ -120,10 +120,10 @@ def warnings(src: Sources):
 
 
 def sequential(src: Sources):
-    """The group-sequential history (audit.stats.seqreport.history_table) of the decisions file."""
+    """The group-sequential history (audit.stats.sequential.history.history_table) of the decisions file."""
     import json
 
-    from audit.stats.seqreport import history_table
+    from audit.stats.sequential.history import history_table
 
     path = src.path("sequential")
     if not path or not Path(path).is_file():

@@ -234,7 +234,7 @@ _PUBLISHED = dict(made_by="published", caption="table_published.rst", when=has_p
 
 # In page order within each kind.
 REGISTRY: tuple[Output, ...] = (
-    # the published record, from the papers' own numbers (audit/stats/published.py); first on the page
+    # the published record, from the papers' own numbers (audit/stats/published/evidence.py); first on the page
     Output("published_comparisons", "table", **_PUBLISHED),
     Output("published_claims", "table", **_PUBLISHED),
     Output("published_untestable", "table", **_PUBLISHED),

@@ -251,7 +251,7 @@ def render(runs_path: str, config_path: str, table_paths: list[str], figure_path
     tested = [c for c in claims if not str(c.get("reason") or "").startswith("not run")]
     warnings = records(tables.get("warnings"))
     rho = tables.get("wordsim_rho")
-    published = {  # the papers' own numbers (audit/stats/published.py): never mixed with the runs
+    published = {  # the papers' own numbers (audit/stats/published/evidence.py): never mixed with the runs
         "claims": records(tables.get("published_claims")),
         "comparison_groups": group_comparisons(records(tables.get("published_comparisons"))),
         "untestable": records(tables.get("published_untestable")),

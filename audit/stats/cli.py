@@ -8,7 +8,7 @@
 Writes one CSV per table into DIR (``comparisons.csv``, ``correlations.csv``,
 ``wordsim_wins.csv``, ``wordsim_diffs.csv``, ``claims.csv``); ``--table`` restricts to the
 named tables (Snakemake runs one rule per table). The ``published_*`` tables
-(``audit.stats.published``) come from summary rows (corpus, head, metric, mean, sd, n, source) instead
+(``audit.stats.published.evidence``) come from summary rows (corpus, head, metric, mean, sd, n, source) instead
 of runs: ``--summaries``, else the config's ``published.data``, else the packaged
 ``audit/data/published.csv``; they need no runs table. Each file is written atomically. A table
 whose inputs are absent is still written with its header and zero rows, and a ``note:`` line
@@ -22,7 +22,8 @@ import argparse
 import pandas as pd
 
 from audit.errors import AuditError
-from audit.stats import claims, comparisons, correlations, published, wordsim
+from audit.stats import claims, comparisons, correlations, wordsim
+from audit.stats.published import evidence
 from audit.stats.io import (PAIR_COLUMNS, Settings, load_config, load_pairs, load_runs, note,
                              write_table)
 
@@ -53,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     wanted = list(dict.fromkeys(args.table or default))
     out = {}
     if set(wanted) & set(PUBLISHED_TABLES):   # from summary rows: never mixed with the runs below
-        tables = published.published_tables(config, settings, args.summaries, source)
+        tables = evidence.published_tables(config, settings, args.summaries, source)
         out.update({name: tables[name] for name in wanted if name in PUBLISHED_TABLES})
         wanted = [name for name in wanted if name not in PUBLISHED_TABLES]
     if wanted and not args.runs:

@@ -63,7 +63,7 @@ def default_lower_is_better(metric: str, where: str) -> bool:
     raise AuditError(f"{where}: set lower_is_better for metric {metric!r}")
 
 
-def _per_metric(value, metric: str, default):
+def per_metric(value, metric: str, default):
     if isinstance(value, dict):
         return value.get(metric, default)
     return default if value is None else value
@@ -235,9 +235,9 @@ def family_rows(runs: pd.DataFrame, spec: dict, settings: Settings, source: str)
     rows = []
     for metric in metrics:
         require_metric(runs, metric, source, f"comparisons family {name!r}")
-        lib = _per_metric(spec.get("lower_is_better"), metric, None)
+        lib = per_metric(spec.get("lower_is_better"), metric, None)
         lib = default_lower_is_better(metric, where) if lib is None else bool(lib)
-        margin = _per_metric(spec.get("equivalence_margin"), metric, None)
+        margin = per_metric(spec.get("equivalence_margin"), metric, None)
         for corpus in corpora:
             label = name
             parts = [f"{k}={corpus if k == 'corpus' else metric}" for k in ("corpus", "metric") if k in split]

@@ -106,7 +106,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--root", default=".", help="workflow folder holding results/ (default: here)")
     args = parser.parse_args(argv)
     from audit.config import load_study, run_settings
-    from audit.stats.schedule import progress_seeds
+    from audit.stats.sequential.schedule import progress_seeds
 
     config = load_study(args.configfile)
     base = Path(args.root) / "results" / config["study"] / "runs"

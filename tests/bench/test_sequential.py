@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from audit.bench import sequential as bench
-from audit.stats import stopping
+from audit.stats.sequential import stopping
 
 
 def run(*args) -> pd.DataFrame:

@@ -5,7 +5,7 @@ import pytest
 from scipy import stats
 
 from audit.errors import AuditError
-from audit.stats import sequential as seq
+from audit.stats.sequential import boundaries as seq
 
 # Jennison & Turnbull (2000), Table 2.1 (Pocock C_P) and Table 2.3 (O'Brien-Fleming C_B),
 # two-sided alpha = 0.05, K equally spaced looks

@@ -3,7 +3,7 @@
 ``python -m audit sequential interim --design JSON --stage k --run-dirs ... [--previous
 stage<k-1>.json] --out stage<k>.json`` (the Snakemake checkpoint ``interim`` of
 rules/sequential.smk) reads the runs trained so far and replays the stop rules of
-``audit.stats.stopping.replay`` (the very code the simulation ``python -m audit bench
+``audit.stats.sequential.stopping.replay`` (the very code the simulation ``python -m audit bench
 sequential`` measures) from stage 1 to stage k. So rerunning a stage recomputes every decision
 from the same runs, deterministically; a previous stage's recorded decisions that the replay no
 longer reproduces (a run was retrained, a comparison changed) are an error, not silently
@@ -11,10 +11,10 @@ overwritten.
 
 Every row of the study's ``comparisons:`` (family x corpus x metric x pair, Holm families as in
 ``audit.stats.comparisons``) is one hypothesis. At look j its arms hold the first n_j seeds of
-the schedule (``audit.stats.schedule``); failed runs and non-finite values are left out and
+the schedule (``audit.stats.sequential.schedule``); failed runs and non-finite values are left out and
 lower the information n_a n_b / (n_a + n_b). The stage record (JSON) holds the per-stage history
 (seeds, Welch statistic, boundary, decision), the final sequentially valid numbers of every
-comparison (``audit.stats.seqreport``) and, per (corpus, head) arm, the seeds it has and the
+comparison (``audit.stats.sequential.history``) and, per (corpus, head) arm, the seeds it has and the
 seeds it gets next: an arm gets the next stage's seeds only when some comparison still
 continuing uses it. ``done`` is true once no comparison continues.
 """
@@ -33,9 +33,9 @@ import pandas as pd
 from audit.config import check_section
 from audit.errors import AuditError
 from audit.files import atomic_write_text
-from audit.stats import schedule, sequential as seq, stopping
-from audit.stats.comparisons import _per_metric, default_lower_is_better
+from audit.stats.comparisons import default_lower_is_better, per_metric
 from audit.stats.io import require_metric
+from audit.stats.sequential import boundaries as seq, schedule, stopping
 
 
 def design_of(settings: dict) -> stopping.Design:
@@ -62,9 +62,9 @@ def comparison_rows(runs: pd.DataFrame, comparisons: list, source: str) -> tuple
         corpora = [str(c) for c in spec.get("corpora") or sorted(runs["corpus"].unique())]
         for metric in spec["metrics"]:
             require_metric(runs, metric, source, f"comparisons family {name!r}")
-            lib = _per_metric(spec.get("lower_is_better"), metric, None)
+            lib = per_metric(spec.get("lower_is_better"), metric, None)
             lib = default_lower_is_better(metric, f"{source}: comparisons family {name!r}") if lib is None else bool(lib)
-            margin = _per_metric(spec.get("equivalence_margin"), metric, None)
+            margin = per_metric(spec.get("equivalence_margin"), metric, None)
             for corpus in corpora:
                 parts = [f"{k}={corpus if k == 'corpus' else metric}" for k in ("corpus", "metric")
                          if k in spec["family_by"]]
@@ -136,7 +136,7 @@ def analyse(runs: pd.DataFrame, config: dict, stage: int, source: str = "config"
     Returns:
         The stage record (see the module docstring); JSON-serialisable, NaN as None.
     """
-    from audit.stats import seqreport
+    from audit.stats.sequential import history
 
     settings = schedule.design_settings(config)
     design = design_of(settings)
@@ -167,7 +167,7 @@ def analyse(runs: pd.DataFrame, config: dict, stage: int, source: str = "config"
                                   arr["se"][..., : j + 1], arr["info"][..., : j + 1], eff, eq, design, K - 1, margin)
             for n, i in enumerate(idx):
                 prefix[j][i] = {key: out[key][0, n] for key in out}
-    record = seqreport.stage_record(rows, stats, t, tables, prefix, families, design, settings, stage)
+    record = history.stage_record(rows, stats, t, tables, prefix, families, design, settings, stage)
     decided = {i: prefix[-1][i]["decision"] for i in range(len(rows))}
     running = {(rows[i]["corpus"], h) for i, d in decided.items() if d == stopping.CONTINUE
                for h in (rows[i]["head_a"], rows[i]["head_b"])}

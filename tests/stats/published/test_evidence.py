@@ -17,12 +17,12 @@ from audit.config import read_claims_file
 from audit.errors import AuditError
 from audit.stats import tests as raw_tests
 from audit.stats.io import Settings
-from audit.stats.published import PUBLISHED_CSV, load_published, published_tables
-from audit.stats.reproduce import reproduce, sig_digits
-from audit.stats.summary_input import (NEEDS_RAW, compare_summary, delta_ci, load_summaries,
+from audit.stats.published.evidence import PUBLISHED_CSV, load_published, published_tables
+from audit.stats.published.reproduce import reproduce, sig_digits
+from audit.stats.published.summaries import (NEEDS_RAW, compare_summary, delta_ci, load_summaries,
                                        tost_from_stats, welch_from_stats)
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SETTINGS = Settings()
 
 

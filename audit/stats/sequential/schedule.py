@@ -24,7 +24,7 @@ def is_sequential(config: dict) -> bool:
 
 def stage_sizes(spec: dict) -> list[int]:
     """Planned seeds per arm after each stage: initial, initial + step, ..., capped at max
-    (the same as ``audit.stats.sequential.stage_sizes``)."""
+    (the same as ``audit.stats.sequential.boundaries.stage_sizes``)."""
     initial, step, maximum = int(spec["initial"]), int(spec["step"]), int(spec["max"])
     if not (initial >= 2 and step >= 1 and maximum >= initial):
         raise AuditError(f"seeds: need initial >= 2, step >= 1 and max >= initial; got "

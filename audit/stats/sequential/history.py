@@ -1,6 +1,6 @@
 """What a group-sequential study reports: the per-stage history and the sequentially valid numbers.
 
-``stage_record`` turns the replayed stop rules of an interim analysis (``audit.stats.interim``)
+``stage_record`` turns the replayed stop rules of an interim analysis (``audit.stats.sequential.interim``)
 into two lists:
 
 - ``history``: one entry per comparison and stage at which it was still running: seeds per arm
@@ -32,7 +32,8 @@ import math
 
 import numpy as np
 
-from audit.stats import power, sequential as seq, stopping
+from audit.stats import power
+from audit.stats.sequential import boundaries as seq, stopping
 
 HISTORY_COLUMNS = [
     "family", "family_size", "corpus", "metric", "head_a", "head_b", "stage", "seeds_per_arm", "n_a", "n_b",

@@ -15,7 +15,7 @@ Tables (``python -m audit stats --table published_*``):
   reproduces to the printed digits; where it does not, which n would give it. Plus the claim
   comparisons no printed test covers (family ``claims (published)``) and any families the
   study declares under ``published.comparisons``. Statistics from summaries only
-  (``audit.stats.summary_input``): what needs per-seed values is left empty and says so.
+  (``audit.stats.published.summaries``): what needs per-seed values is left empty and says so.
 - ``published_claims``: a verdict on every claim that multi-seed published numbers can test,
   with the paper's own p-value beside ours (judged by ``audit.stats.claims``).
 - ``published_untestable``: the claims whose published evidence is a single run or carries no
@@ -35,10 +35,10 @@ from audit.stats import claims as claims_mod
 from audit.stats.comparisons import COLUMNS as COMPARISON_COLUMNS, default_lower_is_better, finalize
 from audit.stats.correlations import fisher_ci, partial_p
 from audit.stats.io import Settings
-from audit.stats.reproduce import reproduce
-from audit.stats.summary_input import compare_summary, load_summaries
+from audit.stats.published.reproduce import reproduce
+from audit.stats.published.summaries import compare_summary, load_summaries
 
-PUBLISHED_CSV = Path(__file__).resolve().parents[1] / "data" / "published.csv"
+PUBLISHED_CSV = Path(__file__).resolve().parents[2] / "data" / "published.csv"
 KINDS = ("seeds", "single_run", "no_spread", "correlation")
 EXTRA = ["set", "source_a", "source_b", "n_basis_a", "n_basis_b", "published_p", "published_p_test",
          "p_reproduced", "p_reproduction", "not_computed"]

@@ -1,4 +1,4 @@
-"""The interim analysis of a group-sequential study (audit/stats/interim.py, seqreport.py) on
+"""The interim analysis of a group-sequential study (audit/stats/sequential/interim.py, history.py) on
 fabricated runs: who stops, who gets seeds, and the sequentially valid numbers it reports."""
 
 import json
@@ -10,8 +10,9 @@ import pytest
 
 from audit.config import check_study
 from audit.errors import AuditError
-from audit.stats import interim, power, schedule, sequential as seq
-from audit.stats.seqreport import design_power, history_table
+from audit.stats import power
+from audit.stats.sequential import boundaries as seq, interim, schedule
+from audit.stats.sequential.history import design_power, history_table
 
 HEADS = {"softmax": 57.0, "mos": 54.9, "ss": 57.0, "alone": 60.0}
 

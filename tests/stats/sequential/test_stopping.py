@@ -6,8 +6,8 @@ from scipy import stats
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.weightstats import ttost_ind
 
-from audit.stats import sequential as seq
-from audit.stats import stopping
+from audit.stats.sequential import boundaries as seq
+from audit.stats.sequential import stopping
 
 
 def test_welch_arrays_match_scipy_and_statsmodels():
