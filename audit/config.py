@@ -260,6 +260,13 @@ def _check_semantics(config: dict, schema: dict, source: str) -> None:
             for key in entry.get(section, {}):
                 if key not in allowed:
                     raise AuditError(f"{source}: config key heads[{i}].{section}.{key}: unknown {section} setting")
+                # an override obeys the section's own rule for that key (no defaults filled here:
+                # an arm's overrides must not reset the study's values), e.g. no `epochs: 0`
+                error = jsonschema.exceptions.best_match(
+                    jsonschema.Draft202012Validator(allowed[key]).iter_errors(entry[section][key]))
+                if error is not None:
+                    raise AuditError(f"{source}: config key heads[{i}].{section}.{key}: "
+                                     f"{' '.join(error.message.split())}")
                 if key in STUDY_WIDE_TRAIN_KEYS and section == "train":
                     raise AuditError(f"{source}: config key heads[{i}].train.{key}: a study-wide setting; "
                                      f"set it in the top-level train section")

@@ -104,8 +104,11 @@ def pool_size(gpus: int, runs_per_gpu: int | str) -> int:
 
 # ----- assignment (in the job) -----------------------------------------------------------------
 def default_lock_dir() -> Path:
+    # inside a SLURM allocation, one folder per job: two allocations of one user on a node may
+    # both see their own GPUs renumbered from 0 (cgroup-constrained devices), so the keys collide
+    job = os.environ.get("SLURM_JOB_ID")
     return Path(os.environ.get("AUDIT_GPU_LOCK_DIR") or
-                Path(tempfile.gettempdir()) / f"audit-gpu-locks-{os.getuid()}")
+                Path(tempfile.gettempdir()) / (f"audit-gpu-locks-{os.getuid()}" + (f"-slurm{job}" if job else "")))
 
 
 @dataclass
@@ -262,13 +265,15 @@ def job_devices(visible_count: int) -> list[int]:
 _HELD: Slot | None = None
 
 
-def scheduler_assigned() -> bool:
-    """True inside a SLURM job step, where the scheduler, not our slot locks, assigns GPUs.
+def scheduler_assigned(visible_count: int = 1) -> bool:
+    """True inside a SLURM job that sees one GPU (the executor's ``--gpus=1`` or a shard), where
+    the scheduler, not our slot locks, assigns it.
 
-    ``AUDIT_GPU_LOCK_DIR`` set explicitly keeps the slot locks (e.g. one whole-node allocation
-    that runs a local Snakemake with several runs per GPU).
+    A SLURM job that sees several GPUs (one allocation running a local Snakemake with
+    ``--resources gpu=G``) keeps the slot locks, or every run would pile onto its device 0 while
+    the others idle; so does ``AUDIT_GPU_LOCK_DIR`` set explicitly.
     """
-    return bool(os.environ.get("SLURM_JOB_ID")) and not os.environ.get("AUDIT_GPU_LOCK_DIR")
+    return bool(os.environ.get("SLURM_JOB_ID")) and not os.environ.get("AUDIT_GPU_LOCK_DIR") and visible_count <= 1
 
 
 def resolve_device(name: str):
@@ -285,7 +290,7 @@ def resolve_device(name: str):
     if name == "cuda":
         if not torch.cuda.is_available():
             raise AuditError("train.device is 'cuda' but no CUDA device is available")
-        if scheduler_assigned():
+        if scheduler_assigned(torch.cuda.device_count()):
             # SLURM gave this job its own GPU(s) (--gpus / gres): the visible device 0 is ours, and
             # a per-host lock named by visible index would collide with other jobs' own device 0
             print("GPU assignment: cuda:0 (assigned by SLURM)", file=sys.stderr, flush=True)

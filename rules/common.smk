@@ -136,6 +136,9 @@ def train_gpus(wildcards):
 # a change of G must not make finished runs look out of date).
 RUNS_PER_GPU = config["train"]["runs_per_gpu"]
 os.environ["AUDIT_RUNS_PER_GPU"] = str(RUNS_PER_GPU)
+# torch numbers GPUs fastest first by default, nvidia-smi by PCI bus: one order for both, so the
+# free memory `runs_per_gpu: auto` reads is that of the GPU the slot names (mixed-GPU hosts)
+os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
 if "gpu" in workflow.global_resources and isinstance(workflow.global_resources["gpu"].value, int):
     _gpus = workflow.global_resources["gpu"].value
     os.environ["AUDIT_GPU_COUNT"] = str(_gpus)

@@ -31,6 +31,12 @@ def test_defaults_are_filled_from_the_schema():
     (minimal(heads=[{"name": "a", "head": "softmax_matched", "options": {"match": "mos"}}]),
      "heads[0].options.match: must name another head"),
     (minimal(heads=[{"name": "softmax", "train": {"epoks": 3}}]), "heads[0].train.epoks: unknown train setting"),
+    # an arm's override obeys the section's rule (epochs 0 trained nothing yet said status ok)
+    (minimal(heads=[{"name": "softmax", "train": {"epochs": 0}}]),
+     "heads[0].train.epochs: 0 is less than the minimum of 1"),
+    (minimal(heads=[{"name": "softmax", "model": {"dropout": 1.5}}]),
+     "heads[0].model.dropout: 1.5 is greater than or equal to the maximum of 1"),
+    (minimal(heads=[{"name": "softmax", "train": {"lr": "fast"}}]), "heads[0].train.lr: 'fast' is not of type 'number'"),
     (minimal(heads=[{"name": "mos", "options": {"expert": 3}}]), "heads[0].options.expert: unknown option of head 'mos'"),
     # the statistics sections: the schema's $defs, the same the stats verb checks a stats config against
     (minimal(comparisons=[{"family": "f", "baseline": "softmax", "metrics": ["test_ppl"]}]),

@@ -217,3 +217,20 @@ def test_inside_a_slurm_job_the_scheduler_assigns_the_gpu(monkeypatch):
     assert device.scheduler_assigned()
     monkeypatch.setenv("AUDIT_GPU_LOCK_DIR", "/tmp/node-locks")
     assert not device.scheduler_assigned()
+
+
+def test_a_slurm_allocation_with_several_gpus_spreads_runs_over_them(monkeypatch, tmp_path):
+    """A local Snakemake inside `salloc --gpus=4` (SLURM_JOB_ID inherited by every job): pinning
+    every run to cuda:0 would put all of them on one GPU and leave three idle."""
+    monkeypatch.delenv("AUDIT_GPU_LOCK_DIR", raising=False)
+    monkeypatch.setenv("SLURM_JOB_ID", "4242")
+    assert device.scheduler_assigned(1)          # the executor's one-GPU job: SLURM's device 0
+    assert not device.scheduler_assigned(4)      # an allocation of 4 GPUs: the slot locks spread runs
+    assert device.default_lock_dir().name.endswith("-slurm4242")   # per allocation: keys restart at 0
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    import tempfile
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    held = [device.acquire_slot([0, 1, 2, 3], 2) for _ in range(4)]
+    assert sorted(s.device for s in held) == [0, 1, 2, 3]
+    for slot in held:
+        slot.release()

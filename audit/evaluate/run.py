@@ -96,10 +96,11 @@ def spectrum_summary(spec: spectrum.Spectrum, prefix: str) -> dict:
 
 
 def evaluate_run(run_dir: str | os.PathLike, corpus_path: str, wordsim_dir: str,
-                 out_dir: str | os.PathLike | None = None, device: str = "auto") -> dict:
+                 out_dir: str | os.PathLike | None = None, device: str | None = None) -> dict:
     """Evaluate ``run_dir`` (model.pt, metrics.json) and write eval.json, spectrum.npz,
     wordsim_pairs.csv and topk.csv into ``out_dir`` (default: the run folder). A failed run is
-    recorded as failed without evaluating anything."""
+    recorded as failed without evaluating anything. ``device`` None: the run's ``train.device``,
+    the setting its job's GPU request (rules/evaluate.smk) was planned from."""
     run_dir = Path(run_dir)
     out = Path(out_dir or run_dir)
     metrics = json.loads((run_dir / "metrics.json").read_text())
@@ -110,7 +111,7 @@ def evaluate_run(run_dir: str | os.PathLike, corpus_path: str, wordsim_dir: str,
     arrays = {}
     if metrics["status"] == "ok":
         torch.set_num_threads(settings["train"]["threads"])
-        dev = resolve_device(device)
+        dev = resolve_device(device or settings["train"]["device"])
         model, vocab = load_model(run_dir / "model.pt", dev)
         corpus = load_corpus(corpus_path)
         if corpus.vocab != vocab:
@@ -168,7 +169,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--run-dir", required=True, help="run folder with model.pt and metrics.json")
     parser.add_argument("--corpus", required=True, help="corpus cache written by `audit prepare`")
     parser.add_argument("--wordsim-dir", required=True, help="folder of the word-similarity benchmarks")
-    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], help="default: the run's train.device")
     args = parser.parse_args(argv)
     result = evaluate_run(args.run_dir, args.corpus, args.wordsim_dir, device=args.device)
     if result["status"] == "ok":

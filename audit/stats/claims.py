@@ -190,10 +190,11 @@ def comparison_claim_row(row: dict, claim: dict, ev: dict, table: str, settings:
     """The claims-table row of a comparison claim judged on comparisons row ``ev``."""
     verdict, reason = judge_comparison(claim["expect"], ev, settings)
     size = ev.get("family_size", math.nan)
+    margin = ev["equivalence_margin"]   # NaN when none was declared: say so, never print "nan"
     return dict(
         row, verdict=verdict, reason=reason, evidence_table=table,
         evidence=(f"family={ev['family']}; metric={ev['metric']}; {ev['head_a']} - {ev['head_b']}; "
-                  f"margin={ev['equivalence_margin']:g}"),
+                  f"margin={f'{margin:g}' if np.isfinite(margin) else 'none'}"),
         n_a=ev["n_a"], n_b=ev["n_b"], n_failed_a=ev["n_failed_a"], n_failed_b=ev["n_failed_b"],
         estimate_name="diff = mean_a - mean_b (welch CI)", estimate=ev["diff"], ci_low=ev["diff_ci_low"],
         ci_high=ev["diff_ci_high"], ci_level=ev["ci_level"],

@@ -123,3 +123,17 @@ def discard(path: str | os.PathLike) -> None:
     """Remove a checkpoint that will not be resumed, so the run folder never holds one that
     disagrees with the metrics written beside it."""
     Path(path).unlink(missing_ok=True)
+
+
+def host_cpu() -> str:
+    """The CPU model and architecture of this host (``/proc/cpuinfo``'s model name where there is
+    one): a checkpoint written on the same model must reproduce its logged loss bit for bit."""
+    import platform
+
+    model = platform.processor()
+    try:
+        with open("/proc/cpuinfo") as handle:
+            model = next((line.split(":", 1)[1].strip() for line in handle if line.startswith("model name")), model)
+    except OSError:
+        pass
+    return f"{platform.machine()} {model}"

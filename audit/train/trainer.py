@@ -118,6 +118,7 @@ class Trainer:
         self.average: AveragedModel | None = None
         self.epoch, self.position, self.history, self.log_rows = 0, 0, [], []
         self.best = {"valid_loss": math.inf, "epoch": 0, "state": None}
+        self.written_on = None  # host_cpu of a loaded checkpoint
 
     # ----- checkpointing -------------------------------------------------------------------
     def state_dict(self) -> dict:
@@ -127,8 +128,11 @@ class Trainer:
             "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
             "average": self.average.state_dict() if self.average is not None else None,
             "torch_rng": torch.get_rng_state(),
-            "cuda_rng": torch.cuda.get_rng_state_all() if self.device.type == "cuda" else None,
+            # the run's own GPU only: a resumed job may take another slot (audit.device), and its
+            # stream must follow the run there, not stay with the device index
+            "cuda_rng": torch.cuda.get_rng_state(self.device) if self.device.type == "cuda" else None,
             "numpy_rng": self.rng.bit_generator.state,
+            "host_cpu": checkpoint.host_cpu(),  # how strictly verify() may compare (same CPU: exactly)
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -141,8 +145,9 @@ class Trainer:
             self.average.load_state_dict(state["average"])
         torch.set_rng_state(state["torch_rng"])
         if state["cuda_rng"] is not None:
-            torch.cuda.set_rng_state_all(state["cuda_rng"])
+            torch.cuda.set_rng_state(state["cuda_rng"], self.device)
         self.rng.bit_generator.state = state["numpy_rng"]
+        self.written_on = state.get("host_cpu")
 
     def identity(self) -> dict:
         """What this run's trajectory depends on (``checkpoint.run_identity``)."""
@@ -155,15 +160,19 @@ class Trainer:
 
         Its evaluation model must reproduce the validation loss its last epoch logged, which
         catches weights that do not belong to their log and a change to the model code that
-        nobody recorded in ``TRAINING_VERSION``. Exact on the CPU, where runs are bitwise
-        reproducible; within a relative 1e-6 on other devices, whose kernels need not be.
-        Evaluation draws no random numbers, so verifying does not move the trajectory.
+        nobody recorded in ``TRAINING_VERSION``. Exact on the CPU model that wrote the checkpoint,
+        where runs are bitwise reproducible; within a relative 1e-6 on a GPU, or on another CPU
+        model (a job resubmitted by SLURM may land on one whose last bits differ: an exact check
+        would discard its checkpoint at every resubmission, and a run longer than one time limit
+        would never finish). Evaluation draws no random numbers, so verifying does not move the
+        trajectory.
         """
         if not self.log_rows:
             return "it records no epoch"
         logged = self.log_rows[-1]["valid_loss"]
         now = evaluate_loss(self.eval_model(), self.valid_data, self.t["bptt"])
-        same = now == logged if self.device.type == "cpu" else math.isclose(now, logged, rel_tol=1e-6)
+        exact = self.device.type == "cpu" and self.written_on == checkpoint.host_cpu()
+        same = now == logged if exact else math.isclose(now, logged, rel_tol=1e-6)
         return "" if same else f"its weights give validation loss {now!r} where its log says {logged!r}"
 
     def start_averaging(self) -> None:

@@ -62,3 +62,21 @@ def test_failed_run_is_recorded_not_evaluated(ptb_corpus, mirror, tmp_path):
     result = evaluate_run(tmp_path, str(ptb_corpus), str(mirror / "wordsim"))
     assert result == {"status": "failed"}
     assert (tmp_path / "wordsim_pairs.csv").read_text().strip() == "benchmark,word1,word2,gold,cosine"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only behaviour: CUDA is present here")
+def test_evaluation_runs_on_the_runs_train_device(trained, ptb_corpus, mirror, tmp_path):
+    """rules/evaluate.smk requests a GPU from train.device: the job must use that device, not
+    `auto` (a `cpu` study on a GPU host would take an uncounted GPU; a `cuda` job without one
+    would silently compute on the CPU)."""
+    import shutil
+
+    from audit.errors import AuditError
+
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    metrics = json.loads((run / "metrics.json").read_text())
+    metrics["settings"]["train"]["device"] = "cuda"
+    (run / "metrics.json").write_text(json.dumps(metrics))
+    with pytest.raises(AuditError, match="'cuda' but no CUDA device"):
+        evaluate_run(run, str(ptb_corpus), str(mirror / "wordsim"))

@@ -158,3 +158,11 @@ def test_weak_claim_on_runs_reads_the_correlation_interval():
     with pytest.raises(AuditError, match="weak_below"):
         del config["claims"][0]["weak_below"]
         run_claims(runs, config)
+
+
+def test_evidence_without_a_margin_says_none_not_nan():
+    runs = make_runs({"softmax": (57.0, 0.1, 10), "plif": (56.0, 0.1, 10)})
+    row = run_claims(runs, {"claims": [claim("c", "plif", "softmax", "lower")]}).iloc[0]
+    assert row.evidence.endswith("; margin=none") and "nan" not in row.evidence.lower()
+    with_margin = run_claims(runs, {"claims": [claim("c", "plif", "softmax", "lower", equivalence_margin=0.3)]})
+    assert with_margin.iloc[0].evidence.endswith("; margin=0.3")

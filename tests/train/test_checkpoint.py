@@ -200,3 +200,50 @@ def test_a_new_training_version_starts_afresh(finished, ptb_corpus, tmp_path, mo
 def test_no_checkpoint_means_no_message(ptb_corpus, tmp_path):
     state, reason = checkpoint.load(tmp_path / "absent.pt", identity(tiny_settings()), 2)
     assert state is None and reason == ""
+
+
+def test_a_gpu_runs_rng_stream_follows_it_to_another_gpu(ptb_corpus, monkeypatch):
+    # A resumed job may take another GPU slot than before (audit.device: the least-loaded GPU).
+    # The dropout stream it continues must be the one its own GPU drew from, not the state the
+    # new GPU's index had in the old process (there: only seeded, so epoch 1's masks again).
+    # No GPU needed: the per-device generator states are stood in for.
+    gens = {}
+
+    def index(device):
+        return torch.device(device).index or 0
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "get_rng_state", lambda device="cuda": gens[index(device)].clone())
+    monkeypatch.setattr(torch.cuda, "get_rng_state_all", lambda: [gens[i].clone() for i in sorted(gens)])
+    monkeypatch.setattr(torch.cuda, "set_rng_state", lambda s, device="cuda": gens.__setitem__(index(device), s.clone()))
+    monkeypatch.setattr(torch.cuda, "set_rng_state_all", lambda states: gens.update(enumerate(states)))
+    settings = tiny_settings()
+    gens.update({0: torch.tensor([0], dtype=torch.uint8), 1: torch.tensor([11], dtype=torch.uint8)})  # run on cuda:1
+    old = trainer_module.Trainer(settings, str(ptb_corpus), log=lambda m: None)
+    old.device = torch.device("cuda", 1)
+    state = old.state_dict()
+    gens.update({0: torch.tensor([0], dtype=torch.uint8), 1: torch.tensor([1], dtype=torch.uint8)})  # new process
+    new = trainer_module.Trainer(settings, str(ptb_corpus), log=lambda m: None)
+    new.device = torch.device("cuda", 0)
+    new.load_state_dict(state)
+    assert gens[0].tolist() == [11]
+
+
+@pytest.mark.parametrize("other_cpu", [False, True])
+def test_exact_loss_check_on_the_same_cpu_tolerance_on_another(finished, ptb_corpus, tmp_path, other_cpu):
+    """A logged loss off by 1e-9 (relative) is a stranger's checkpoint on the CPU that wrote it,
+    but last-bit noise on another CPU model (a SLURM resubmission to another node): kept there."""
+    settings, original, old = finished
+    out = copy_run(finished, tmp_path)
+    last = out / "work" / "last.pt"
+    blob = torch.load(last, weights_only=False)
+    blob["trainer"]["log_rows"][-1]["valid_loss"] *= 1 + 1e-9
+    if other_cpu:
+        blob["trainer"]["host_cpu"] = "x86_64 Some Other CPU"
+    torch.save(blob, last)
+    metrics, lines = run(settings, ptb_corpus, out)
+    if other_cpu:
+        assert warnings(lines) == [] and same_weights(out, original)
+    else:
+        [warning] = warnings(lines)
+        assert "does not reproduce its validation loss" in warning
