@@ -54,6 +54,17 @@ def load_published(path: str | os.PathLike | None = None) -> pd.DataFrame:
     """The published table (default: the packaged ``audit/data/published.csv``), validated."""
     path = PUBLISHED_CSV if path is None else Path(path)
     df = load_summaries(path)
+    # a plain summary table (corpus, head, metric, mean, sd, n, source; README, --summaries) is one
+    # set of its own with no printed p-values: arms with an SD and n >= 2 are tested, the rest listed
+    if "kind" not in df.columns:
+        df["kind"] = ["seeds" if sd == sd and n >= 2 else "single_run" if n == 1 else "no_spread"
+                      for sd, n in zip(df["sd"], df["n"])]
+    if "n_basis" not in df.columns:
+        df["n_basis"] = [f"n = {n:g}, as given in the table" if n == n else "n not given" for n in df["n"]]
+    for col, value in (("set", "summaries"), ("paper", df["source"]), ("table", ""), ("row", df["head"]), ("published_p", ""),
+                       ("p_vs", ""), ("p_test", ""), ("p_family", ""), ("claim_id", "")):
+        if col not in df.columns:
+            df[col] = value
     for col in ("set", "kind", "n_basis", "published_p", "p_vs", "p_test", "p_family", "claim_id", "paper", "table"):
         if col not in df.columns:
             raise AuditError(f"{path}: missing required column {col!r}")

@@ -6,7 +6,7 @@ From these three numbers per arm the following are exact under the t-test's norm
 Welch's t, df, p and CI of the difference; Student's pooled p; TOST at a margin (two one-sided
 Welch tests); power at the margin and the seeds needed (``audit.stats.power``); Hedges' g with a
 confidence interval by inverting the noncentral t (Steiger and Fouladi 1997), the bounds for
-Cohen's delta multiplied by Hedges' small-sample factor, as R's ``effectsize::hedges_g`` does.
+Cohen's delta multiplied by Hedges' approximate small-sample factor 1 - 3 / (4 (n_a + n_b) - 9).
 
 What needs the values themselves is NOT computed and never from invented samples: the rank
 test, P(A better than B), every bootstrap interval, permutation p-values and almost stochastic

@@ -214,3 +214,24 @@ def test_published_study_end_to_end(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     page = (tmp_path / "reports" / "published" / "audit.html").read_text()
     assert "Published evidence" in page and not (tmp_path / "results" / "published" / "runs").exists()
+
+
+def test_a_plain_summary_table_is_enough(tmp_path):
+    """README: `--summaries MY.csv` takes any table of rows (corpus, head, metric, mean, sd, n,
+    source): one set of its own; arms with an SD and n >= 2 are tested, a single run is listed."""
+    path = tmp_path / "mine.csv"
+    path.write_text("corpus,head,metric,mean,sd,n,source\n"
+                    "ptb,softmax,test_ppl,57.08,0.10,10,my table\n"
+                    "ptb,plif,test_ppl,56.81,0.11,10,my table\n"
+                    "ptb,mos,test_ppl,56.07,,1,my single run\n")
+    claims = [{"id": "p", "source": "s", "comparison": {"head_a": "plif", "head_b": "softmax", "metric": "test_ppl"},
+               "expect": "lower"},
+              {"id": "m", "source": "s", "comparison": {"head_a": "mos", "head_b": "softmax", "metric": "test_ppl"},
+               "expect": "lower"}]
+    out = published_tables({"claims": claims, "published": {}}, SETTINGS, path)
+    judged = out["published_claims"].set_index("claim_id")
+    ref = stats.ttest_ind_from_stats(56.81, 0.11, 10, 57.08, 0.10, 10, equal_var=False).pvalue
+    assert judged.loc["p", "verdict"] == "supported" and judged.loc["p", "p"] == pytest.approx(ref, rel=1e-9)
+    assert "m" not in judged.index
+    listed = out["published_untestable"]
+    assert (listed["kind"] == "single_run").any() and "test_ppl 56.07" in " ".join(listed["numbers"])
