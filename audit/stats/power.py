@@ -27,6 +27,8 @@ import math
 import numpy as np
 from scipy import integrate, stats
 
+from audit.stats.tests import welch_se_df
+
 _MAX_SEEDS = 10 ** 7   # beyond this, seeds_needed is reported as NaN rather than searched further
 
 
@@ -72,11 +74,10 @@ def welch_power(sd_a: float, sd_b: float, n_a: int, n_b: int, margin: float, alp
     """
     if not (margin > 0 and n_a >= 2 and n_b >= 2 and np.isfinite(sd_a) and np.isfinite(sd_b)):
         return math.nan
-    va, vb = sd_a ** 2 / n_a, sd_b ** 2 / n_b
-    if not va + vb > 0:
+    se, df = welch_se_df(sd_a ** 2, n_a, sd_b ** 2, n_b)
+    if not se > 0:
         return math.nan
-    df = (va + vb) ** 2 / (va ** 2 / (n_a - 1) + vb ** 2 / (n_b - 1))
-    nc = margin / math.sqrt(va + vb)
+    nc = margin / se
     crit = float(stats.t.ppf(1 - alpha / 2, df))
     power = nct_tail(crit, df, nc, upper=True) + nct_tail(-crit, df, nc, upper=False)
     return min(power, 1.0)

@@ -160,3 +160,42 @@ def tost_p(a: np.ndarray, b: np.ndarray, margin: float) -> float:
         warnings.simplefilter("ignore", RuntimeWarning)
         p = ttost_ind(a, b, -margin, margin, usevar="unequal")[0]
     return float(p) if np.isfinite(p) else math.nan
+
+
+def welch_se_df(var_a, n_a, var_b, n_b):
+    """Standard error of mean_a - mean_b and the Welch-Satterthwaite df, element-wise.
+
+    Args:
+        var_a, var_b: sample variances (ddof = 1); n_a, n_b: sizes (any broadcast shape).
+
+    Returns:
+        (se, df); df is meaningless where se is 0 or an n is below 2 (callers mask those).
+    """
+    n_a, n_b = np.asarray(n_a, float), np.asarray(n_b, float)
+    with np.errstate(invalid="ignore", divide="ignore"):  # n = 1 or both variances 0: NaN/inf, no error
+        qa, qb = np.asarray(var_a, float) / n_a, np.asarray(var_b, float) / n_b
+        se, df = np.sqrt(qa + qb), (qa + qb) ** 2 / (qa ** 2 / (n_a - 1) + qb ** 2 / (n_b - 1))
+    return se[()], df[()]  # numpy scalars for scalar input
+
+
+def welch_from_summaries(mean_a, var_a, n_a, mean_b, var_b, n_b, margin=np.nan) -> dict:
+    """Welch's test and TOST from summary statistics, element-wise (any broadcast shape).
+
+    H0: E[a] = E[b] (two-sided p, Welch-Satterthwaite df); TOST H0: |E[a] - E[b]| >= margin
+    (p = the larger of the two one-sided Welch p-values, as statsmodels ``ttost_ind`` with
+    ``usevar='unequal'``). NaN where a variance estimate is missing, an n is below 2 or both
+    variances are zero. The one implementation behind the published record's summary rows and
+    the sequential design's looks.
+
+    Returns:
+        dict of arrays: diff, se, df, p (two-sided), p_tost.
+    """
+    n_a, n_b = np.asarray(n_a, float), np.asarray(n_b, float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        se, df = welch_se_df(var_a, n_a, var_b, n_b)
+        se = np.where((n_a >= 2) & (n_b >= 2) & (se > 0), se, np.nan)
+        diff = mean_a - mean_b
+        p = 2 * stats.t.sf(np.abs(diff / se), df)
+        p_tost = np.maximum(stats.t.sf((diff + margin) / se, df), stats.t.cdf((diff - margin) / se, df))
+        p_tost = np.where(np.asarray(margin) > 0, p_tost, np.nan)
+    return dict(diff=diff, se=se, df=df, p=p, p_tost=p_tost)

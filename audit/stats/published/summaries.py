@@ -24,6 +24,7 @@ from scipy import optimize, stats
 
 from audit.errors import AuditError
 from audit.stats.power import nct_tail, seeds_needed, welch_power
+from audit.stats.tests import welch_from_summaries
 
 REQUIRED = ("corpus", "head", "metric", "mean", "sd", "n", "source")
 NEEDS_RAW = ("needs per-seed values: rank test, P(A better), bootstrap intervals, permutation p "
@@ -82,17 +83,13 @@ def welch_from_stats(mean_a, sd_a, n_a, mean_b, sd_b, n_b, level: float = 0.95) 
     with n < 2, or both SDs zero).
     """
     nan = dict(t=math.nan, df=math.nan, p=math.nan, ci_low=math.nan, ci_high=math.nan)
-    if not (n_a >= 2 and n_b >= 2):
+    w = welch_from_summaries(mean_a, sd_a ** 2, n_a, mean_b, sd_b ** 2, n_b)
+    se, df = float(w["se"]), float(w["df"])
+    if not math.isfinite(se):
         return nan
-    va, vb = sd_a ** 2 / n_a, sd_b ** 2 / n_b
-    if not va + vb > 0:
-        return nan
-    se = math.sqrt(va + vb)
-    df = (va + vb) ** 2 / (va ** 2 / (n_a - 1) + vb ** 2 / (n_b - 1))
     diff = mean_a - mean_b
-    t = diff / se
     crit = float(stats.t.ppf(0.5 + level / 2, df))
-    return dict(t=t, df=df, p=float(2 * stats.t.sf(abs(t), df)), ci_low=diff - crit * se, ci_high=diff + crit * se)
+    return dict(t=diff / se, df=df, p=float(w["p"]), ci_low=diff - crit * se, ci_high=diff + crit * se)
 
 
 def student_p_from_stats(mean_a, sd_a, n_a, mean_b, sd_b, n_b) -> float:
@@ -109,13 +106,7 @@ def tost_from_stats(mean_a, sd_a, n_a, mean_b, sd_b, n_b, margin: float) -> floa
     """
     if not margin > 0:
         return math.nan
-    lower = welch_from_stats(mean_a + margin, sd_a, n_a, mean_b, sd_b, n_b)   # H0: diff <= -margin
-    upper = welch_from_stats(mean_a - margin, sd_a, n_a, mean_b, sd_b, n_b)   # H0: diff >= +margin
-    if not np.isfinite(lower["t"]):
-        return math.nan
-    p_lower = float(stats.t.sf(lower["t"], lower["df"]))
-    p_upper = float(stats.t.cdf(upper["t"], upper["df"]))
-    return max(p_lower, p_upper)
+    return float(welch_from_summaries(mean_a, sd_a ** 2, n_a, mean_b, sd_b ** 2, n_b, margin)["p_tost"])
 
 
 def delta_ci(t: float, n_a: int, n_b: int, level: float) -> tuple[float, float]:

@@ -34,6 +34,7 @@ from scipy import stats
 
 from audit.errors import AuditError
 from audit.stats.sequential import boundaries as seq
+from audit.stats.tests import welch_from_summaries
 
 CONTINUE, EFFICACY, EQUIVALENCE, FUTILITY, MAX, UNDEFINED = range(6)
 DECISIONS = ("continue", "efficacy", "equivalence", "futility", "max", "undefined")
@@ -195,23 +196,8 @@ def replay(p2, p_tost, diff, se, info, eff_table, eq_table, design: Design, last
 
 
 def welch_arrays(mean_a, var_a, n_a, mean_b, var_b, n_b, margin=np.nan) -> dict:
-    """Welch's test and TOST from summary statistics, element-wise (any broadcast shape).
-
-    H0: E[a] = E[b] (two-sided p, Welch-Satterthwaite df); TOST H0: |E[a] - E[b]| >= margin
-    (p = the larger of the two one-sided Welch p-values, as statsmodels ``ttost_ind`` with
-    ``usevar='unequal'``). NaN where a variance estimate is missing or both are zero.
-
-    Returns:
-        dict of arrays: diff, se, df, p (two-sided), p_tost, info (n_a n_b / (n_a + n_b)).
-    """
+    """``audit.stats.tests.welch_from_summaries`` (Welch's two-sided p and TOST from summaries,
+    element-wise) plus each look's information n_a n_b / (n_a + n_b)."""
     n_a, n_b = np.asarray(n_a, float), np.asarray(n_b, float)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        qa, qb = var_a / n_a, var_b / n_b
-        se = np.sqrt(qa + qb)
-        se = np.where((n_a >= 2) & (n_b >= 2) & (se > 0), se, np.nan)
-        df = (qa + qb) ** 2 / (qa ** 2 / (n_a - 1) + qb ** 2 / (n_b - 1))
-        diff = mean_a - mean_b
-        p = 2 * stats.t.sf(np.abs(diff / se), df)
-        p_tost = np.maximum(stats.t.sf((diff + margin) / se, df), stats.t.cdf((diff - margin) / se, df))
-        p_tost = np.where(np.asarray(margin) > 0, p_tost, np.nan)
-    return dict(diff=diff, se=se, df=df, p=p, p_tost=p_tost, info=seq.information(n_a, n_b))
+    out = welch_from_summaries(mean_a, var_a, n_a, mean_b, var_b, n_b, margin)
+    return dict(out, info=seq.information(n_a, n_b))
