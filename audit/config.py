@@ -313,6 +313,8 @@ def run_settings(config: dict, corpus: str, name: str, seed: int) -> dict:
         "max_tokens": config["data"]["max_tokens"],
         "evaluate": config["evaluate"],
     }
+    if config["data"]["vocab_size"] is not None:  # only then, so full-vocabulary runs keep their settings
+        settings["vocab_size"] = config["data"]["vocab_size"]
     if "grid_point" in entry:  # only grid arms carry these, so other runs' settings stay as they were
         settings["grid_point"], settings["arm_group"] = entry["grid_point"], entry["arm_group"]
     if match:  # the capacity-matched softmax is solved against the named arm's model

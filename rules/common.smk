@@ -36,6 +36,9 @@ RESULTS = f"results/{STUDY}"  # run artefacts (ignored by git)
 REPORTS = f"reports/{STUDY}"  # the audit and its tables
 DATA = "results/data"  # verified copies of the data, shared by all studies
 RUN_DIR = RESULTS + "/runs/{corpus}/{head}/{seed}"
+# the id tensors the runs train on: the full vocabulary, or its K most frequent words (data.vocab_size)
+CORPUS_FILE = DATA + ("/{corpus}/corpus.pt" if config["data"]["vocab_size"] is None
+                      else f"/{{corpus}}/corpus_v{config['data']['vocab_size']}.pt")
 STATS_TABLES = [e.name for e in _report_registry.entries("table", "stats")]  # audit/report/registry.py
 WORDSIM_FILES = [
     "EN-MC-30.txt", "EN-MEN-TR-3k.txt", "EN-MTurk-287.txt", "EN-MTurk-771.txt",

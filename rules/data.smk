@@ -34,3 +34,16 @@ rule prepare_corpus:
         "logs/data/prepare/{corpus}.log",
     shell:
         "python -m audit prepare --folder {DATA}/{wildcards.corpus} --out {output} > {log} 2>&1"
+
+
+rule restrict_corpus:  # data.vocab_size: K most frequent training words, the rest -> <unk>
+    input:
+        f"{DATA}/{{corpus}}/corpus.pt",
+    output:
+        f"{DATA}/{{corpus}}/corpus_v{{vocab}}.pt",
+    wildcard_constraints:
+        vocab="[0-9]+",
+    log:
+        "logs/data/prepare/{corpus}_v{vocab}.log",
+    shell:
+        "python -m audit prepare --from-cache {input} --vocab-size {wildcards.vocab} --out {output} > {log} 2>&1"

@@ -6,7 +6,7 @@ rule evaluate:
     input:
         metrics=f"{RUN_DIR}/metrics.json",
         model=f"{RUN_DIR}/model.pt",
-        corpus=f"{DATA}/{{corpus}}/corpus.pt",
+        corpus=CORPUS_FILE,
         wordsim=expand(f"{DATA}/wordsim/{{name}}", name=WORDSIM_FILES),
     output:
         result=f"{RUN_DIR}/eval.json",

@@ -4,7 +4,7 @@ from audit import resources as sizing  # SLURM runtime (minutes) and mem_mb from
 
 rule train:
     input:
-        corpus=f"{DATA}/{{corpus}}/corpus.pt",
+        corpus=CORPUS_FILE,
     output:
         metrics=f"{RUN_DIR}/metrics.json",
         model=f"{RUN_DIR}/model.pt",

@@ -5,6 +5,10 @@ the AWD-LSTM, MoS and PyTorch ``word_language_model`` readers do. The vocabulary
 training split alone, ordered by descending training frequency with ties broken by the word
 itself, so that id order is frequency order (Mixtape's frequent-token gates rely on it) and is
 the same on every machine.
+
+A study may scale the vocabulary down (``data.vocab_size: K``): ``restrict_vocab`` keeps the K
+most frequent training words and maps every other word to ``<unk>``, declared in the run's
+settings and shown in the audit with each split's ``<unk>`` rate, never hidden.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from audit.errors import AuditError
 from audit.files import atomic_save
 
 EOS = "<eos>"
+UNK = "<unk>"
 SPLITS = ("train", "valid", "test")
 
 
@@ -79,6 +84,46 @@ def prepare(folder: str | os.PathLike) -> Corpus:
     return Corpus(vocab=vocab, **ids)
 
 
+def restrict_vocab(corpus: Corpus, size: int) -> Corpus:
+    """The corpus with its vocabulary cut to ``size`` words, every other word mapped to ``<unk>``.
+
+    The kept words are the ``size`` most frequent training words (ties broken by the word, the
+    vocabulary's own order); if ``<unk>`` is not among them, the ``size - 1`` most frequent words
+    and ``<unk>`` (so the vocabulary has exactly ``size`` entries either way). Ids are then
+    re-ordered by the training counts *after* the mapping, ties by the word, so id order stays
+    frequency order. Deterministic: the result depends on the corpus alone.
+
+    Raises:
+        AuditError: ``size`` below 2 or above the corpus's vocabulary.
+    """
+    full = len(corpus.vocab)
+    if not 2 <= size <= full:
+        raise AuditError(f"config key data.vocab_size: {size} must be between 2 and the corpus's {full:,} words")
+    if size == full:
+        return corpus
+    kept = corpus.vocab[:size]
+    if UNK not in kept:
+        kept = corpus.vocab[: size - 1] + [UNK]
+    keep = set(kept)
+    target = [word if word in keep else UNK for word in corpus.vocab]  # old id -> word after the mapping
+    counts = torch.bincount(corpus.train, minlength=full)
+    new_counts: dict[str, int] = {}
+    for word, count in zip(target, counts.tolist()):
+        new_counts[word] = new_counts.get(word, 0) + count
+    vocab = sorted(kept, key=lambda word: (-new_counts.get(word, 0), word))
+    index = {word: i for i, word in enumerate(vocab)}
+    lookup = torch.tensor([index[word] for word in target], dtype=torch.int64)
+    return Corpus(vocab=vocab, **{s: lookup[corpus.split(s)] for s in SPLITS})
+
+
+def unk_rate(corpus: Corpus, split: str) -> float:
+    """Share of a split's tokens that are ``<unk>`` (0.0 when the vocabulary has no ``<unk>``)."""
+    if UNK not in corpus.vocab:
+        return 0.0
+    ids = corpus.split(split)
+    return float((ids == corpus.vocab.index(UNK)).sum()) / max(len(ids), 1)
+
+
 def save(corpus: Corpus, path: str | os.PathLike) -> None:
     """Write the id tensors and vocabulary atomically."""
     atomic_save({"vocab": corpus.vocab, **{s: corpus.split(s) for s in SPLITS}}, path)
@@ -93,11 +138,16 @@ def load(path: str | os.PathLike) -> Corpus:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m audit prepare", description=__doc__)
-    parser.add_argument("--folder", required=True, help="folder with train.txt, valid.txt, test.txt")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--folder", help="folder with train.txt, valid.txt, test.txt")
+    source.add_argument("--from-cache", help="a corpus cache written by this verb (to restrict its vocabulary)")
+    parser.add_argument("--vocab-size", type=int, default=None, help="keep the K most frequent training words")
     parser.add_argument("--out", required=True, help="cache file to write (torch format)")
     args = parser.parse_args(argv)
-    corpus = prepare(args.folder)
+    corpus = prepare(args.folder) if args.folder else load(args.from_cache)
+    if args.vocab_size is not None:
+        corpus = restrict_vocab(corpus, args.vocab_size)
     save(corpus, args.out)
-    sizes = ", ".join(f"{s} {len(corpus.split(s)):,}" for s in SPLITS)
-    print(f"{args.folder}: {len(corpus.vocab):,} types; tokens: {sizes}")
+    sizes = ", ".join(f"{s} {len(corpus.split(s)):,} ({unk_rate(corpus, s):.2%} {UNK})" for s in SPLITS)
+    print(f"{args.folder or args.from_cache}: {len(corpus.vocab):,} types; tokens: {sizes}")
     return 0
