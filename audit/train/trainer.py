@@ -233,7 +233,7 @@ class Trainer:
                 self.raise_if_diverged(first_bad)
         total_loss = total_loss.item()
         seconds = time.perf_counter() - start
-        return {"train_loss": total_loss / total_tokens, "train_seconds": seconds,
+        return {"train_loss": total_loss / total_tokens, "train_seconds": seconds, "tokens": total_tokens,
                 "tokens_per_second": total_tokens / seconds}
 
     def raise_if_diverged(self, first_bad: torch.Tensor) -> None:
@@ -272,6 +272,15 @@ class Trainer:
             n = t["nonmono"]
             return len(self.history) > n and valid_loss > min(self.history[:-n])
         return False
+
+
+def convergence_gain(rows: list[dict]) -> float:
+    """Relative validation-perplexity gain of the last epoch, (ppl[E-1] - ppl[E]) / ppl[E-1]:
+    0.05 means the last epoch still lowered it by 5%; NaN with fewer than two epochs."""
+    if len(rows) < 2:
+        return math.nan
+    before, last = rows[-2]["valid_ppl"], rows[-1]["valid_ppl"]
+    return (before - last) / before
 
 
 def resume(settings: dict, corpus_path: str, path: Path, log=print) -> Trainer:
@@ -331,6 +340,7 @@ def train(settings: dict, corpus_path: str, out_dir: str | os.PathLike, log=prin
     best = trainer.best
     weights = best["state"] if best["state"] is not None else trainer.model.state_dict()
     best_row = next((r for r in trainer.log_rows if r["epoch"] == best["epoch"]), {})
+    rows = trainer.log_rows
     metrics = {
         "status": status, "error": error,
         "study": settings["study"], "corpus": settings["corpus"], "head": settings["name"],
@@ -339,6 +349,11 @@ def train(settings: dict, corpus_path: str, out_dir: str | os.PathLike, log=prin
         "wall_seconds": sum(r["train_seconds"] for r in trainer.log_rows),
         "tokens_per_second": float(np.mean([r["tokens_per_second"] for r in trainer.log_rows])) if trainer.log_rows else math.nan,
         "train_ppl": best_row.get("train_ppl", math.nan), "valid_ppl": best_row.get("valid_ppl", math.nan),
+        # the scale a verdict speaks for, and how converged the run is (the audit warns on both)
+        "vocab_size": len(trainer.vocab), "emb_size": trainer.cfg.emb_size,
+        "tokens_trained": int(sum(r.get("tokens", 0) for r in rows)),
+        "asgd_epoch": next((r["epoch"] for r in rows if r.get("switched_to_asgd")), None),
+        "valid_gain_last": convergence_gain(rows),
         "device": str(trainer.device), "model": trainer.cfg.to_dict(), "settings": settings,
         "log": trainer.log_rows,
     }
