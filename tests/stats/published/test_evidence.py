@@ -188,6 +188,20 @@ def test_summary_input_errors(tmp_path):
     path.write_text("corpus,head,metric,mean,sd,n,source\nptb,a,test_ppl,57,1,2.5,x\n")
     with pytest.raises(AuditError, match="whole numbers"):
         load_summaries(path)
+    # the runs table's parser (audit.stats.io.numeric_column): the file, column, value and row
+    path.write_text("corpus,head,metric,mean,sd,n,source\nptb,a,test_ppl,57,1,10,x\nptb,b,test_ppl,5x,1,10,y\n")
+    with pytest.raises(AuditError, match=r"s.csv: column 'mean' has non-numeric value '5x' \(row 3\)"):
+        load_summaries(path)
+
+
+def test_student_p_from_summaries_is_undefined_below_two_runs_or_without_spread():
+    # one implementation (summaries.student_p_from_stats) behind the reproduction of printed p's:
+    # SciPy alone would give a number at n = 1 (df = 1 + 2 - 2) and p = nan with a warning at SD 0
+    from audit.stats.published import reproduce as rep
+    assert math.isnan(rep.student_p(5.0, 0.3, 1, 5.5, 0.2, 2))
+    assert math.isnan(rep.student_p(5.0, 0.0, 4, 5.5, 0.0, 4))
+    # hand-worked: pooled SD 1, t = 1 / sqrt(2/8) = 2, df = 14: p = 2 P(T_14 > 2) = 0.065288 (t tables)
+    assert rep.student_p(1.0, 1.0, 8, 0.0, 1.0, 8) == pytest.approx(0.065288, abs=1e-6)
 
 
 def test_page_opens_with_the_published_evidence(tmp_path, tables):
