@@ -176,6 +176,25 @@ def verdict(row: dict, settings: Settings) -> tuple[str, str]:
     return "inconclusive", f"no decision: not significant (welch p_adj={p:.3g}), not equivalent (tost p_adj={tp:.3g}); {tail}"
 
 
+DROP_KINDS = ("not run", "too few seeds", "runs failed", "undefined")  # why a row has no p_adj
+
+
+def drop_kind(reason: str) -> str:
+    """Why a row left its Holm family, from the reason ``verdict`` gave: one of ``DROP_KINDS``
+    (``undefined`` = an undefined p-value), or '' for a row with a test."""
+    head = str(reason).split(":", 1)[0].strip()
+    return head if head in DROP_KINDS else ""
+
+
+def family_note(reasons) -> str:
+    """What a Holm family size counts: 'm = 2 defined Welch tests of 4 rows (dropped: 1 not run,
+    1 too few seeds)', from the ``reason`` of every row of the family."""
+    kinds = [drop_kind(r) for r in reasons]
+    counts = {k: kinds.count(k) for k in DROP_KINDS if k in kinds}
+    text = f"m = {kinds.count('')} defined Welch tests of {len(kinds)} rows"
+    return text + (f" (dropped: {', '.join(f'{n} {k}' for k, n in counts.items())})" if counts else "")
+
+
 def finalize(rows: list[dict], settings: Settings) -> pd.DataFrame:
     """Holm-correct within each family label, then attach verdicts; returns the table."""
     if not rows:
