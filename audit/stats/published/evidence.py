@@ -24,6 +24,7 @@ Tables (``python -m audit stats --table published_*``):
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -32,7 +33,7 @@ import pandas as pd
 from audit.config import check_section
 from audit.errors import AuditError
 from audit.stats import claims as claims_mod
-from audit.stats.comparisons import COLUMNS as COMPARISON_COLUMNS, default_lower_is_better, finalize
+from audit.stats.comparisons import COLUMNS as COMPARISON_COLUMNS, default_lower_is_better, expand_family, finalize
 from audit.stats.correlations import fisher_ci, partial_p
 from audit.stats.io import Settings
 from audit.stats.published.reproduce import reproduce
@@ -101,11 +102,22 @@ def _margin(section: dict, metric: str, override=None):
 
 
 def _row(pub, family, set_, corpus, metric, head_a, head_b, lower_is_better, margin, settings,
-         printed=None) -> dict | None:
-    """One uncorrected comparison row of two arms of one set; None if an arm is absent."""
+         printed=None, absent_ok=False) -> dict | None:
+    """One uncorrected comparison row of two arms of one set. An absent arm: None, or with
+    ``absent_ok`` (a declared family) a ``not run`` row that stays in the table and out of Holm."""
     a, b = _arm(pub, set_, corpus, head_a, metric), _arm(pub, set_, corpus, head_b, metric)
     if a is None or b is None:
-        return None
+        if not absent_ok:
+            return None
+        missing = ", ".join(h for h, x in ((head_a, a), (head_b, b)) if x is None)
+        row = dict.fromkeys(COMPARISON_COLUMNS, math.nan)
+        row.update({k: "" for k in EXTRA}, family=family, corpus=corpus, metric=metric, head_a=head_a,
+                   head_b=head_b, set=set_, lower_is_better=bool(lower_is_better),
+                   equivalence_margin=math.nan if margin is None else float(margin),
+                   n_a=0 if a is None else int(a["n"]), n_b=0 if b is None else int(b["n"]),
+                   n_failed_a=0, n_failed_b=0, n_missing_a=0, n_missing_b=0, undefined="",
+                   not_run=f"not run: no multi-seed row of {missing} for {metric} in corpus {corpus!r} of set {set_!r}")
+        return row
     row = compare_summary(a, b, lower_is_better, margin, settings)
     row.update(family=family, corpus=corpus, metric=metric, head_a=head_a, head_b=head_b, set=set_,
                source_a=a["source"], source_b=b["source"], n_basis_a=a["n_basis"], n_basis_b=b["n_basis"],
@@ -118,6 +130,7 @@ def _row(pub, family, set_, corpus, metric, head_a, head_b, lower_is_better, mar
 
 
 def _declared_rows(pub, section: dict, settings: Settings, source: str) -> list[dict]:
+    """The ``published.comparisons`` families, expanded as the study's (``expand_family``)."""
     rows = []
     for entry in section.get("comparisons") or []:
         spec, set_ = entry["compare"], str(entry["set"])
@@ -125,22 +138,11 @@ def _declared_rows(pub, section: dict, settings: Settings, source: str) -> list[
         if not (pub["set"] == set_).any():
             raise AuditError(f"{source}: published.comparisons family {name!r}: no rows of set {set_!r} in the published table")
         part = pub[(pub["set"] == set_) & (pub["kind"] == "seeds")]
-        pairs = ([tuple(p) for p in spec["pairs"]] if spec.get("pairs") else
-                 [(h, spec["baseline"]) for h in spec["against"]])
-        for metric in spec["metrics"]:
-            lib = spec.get("lower_is_better")
-            lib = lib.get(metric) if isinstance(lib, dict) else lib
-            lib = default_lower_is_better(metric, f"{source}: published family {name!r}") if lib is None else bool(lib)
-            margin = spec.get("equivalence_margin")
-            margin = _margin(section, metric, margin.get(metric) if isinstance(margin, dict) else margin)
-            for corpus in spec.get("corpora") or sorted(set(part["corpus"])):
-                split = [f"{k}={corpus if k == 'corpus' else metric}" for k in ("corpus", "metric")
-                         if k in (spec.get("family_by") or [])]
-                label = f"{name}[{','.join(split)}]" if split else name
-                for head_a, head_b in pairs:
-                    row = _row(pub, label, set_, corpus, metric, head_a, head_b, lib, margin, settings)
-                    if row is not None:
-                        rows.append(row)
+        cells = expand_family(spec, part["head"], sorted(set(part["corpus"])), f"{source}: published family {name!r}")
+        for c in cells:
+            margin = _margin(section, c["metric"], c["margin"])
+            rows.append(_row(pub, c["family"], set_, c["corpus"], c["metric"], c["head_a"], c["head_b"],
+                             c["lower_is_better"], margin, settings, absent_ok=True))
     return rows
 
 

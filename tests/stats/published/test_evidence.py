@@ -249,3 +249,28 @@ def test_a_plain_summary_table_is_enough(tmp_path):
     assert "m" not in judged.index
     listed = out["published_untestable"]
     assert (listed["kind"] == "single_run").any() and "test_ppl 56.07" in " ".join(listed["numbers"])
+
+
+def test_declared_families_expand_patterns_and_keep_absent_arms_as_not_run(tmp_path):
+    # issue 20: against ['gss_*', 'plif', 'plfi'] returned only the plif rows and Holm used m = 1
+    path = tmp_path / "s.csv"
+    path.write_text("corpus,head,metric,mean,sd,n,source\n"
+                    "ptb,softmax,test_ppl,57.08,0.10,10,x\nptb,gss_c0,test_ppl,57.02,0.13,10,x\n"
+                    "ptb,gss_c1,test_ppl,56.80,0.12,10,x\nptb,plif,test_ppl,56.81,0.11,10,x\n")
+    spec = {"family": "g", "baseline": "softmax", "against": ["gss_*", "plif", "plfi", "moc_*"],
+            "metrics": ["test_ppl"]}
+    config = {"published": {"comparisons": [{"set": "summaries", "compare": spec}]}}
+    comp = published_tables(config, SETTINGS, path=path)["published_comparisons"]
+    fam = comp[comp["family"] == "g"]
+    assert list(fam["head_a"]) == ["gss_c0", "gss_c1", "plif", "plfi", "moc_*"]
+    absent = fam[fam["head_a"].isin(["plfi", "moc_*"])]
+    assert (absent["verdict"] == "inconclusive").all() and absent["reason"].str.startswith("not run: no multi-seed row of").all()
+    assert (fam["family_size"] == 3).all() and (fam["family_dropped"] == 2).all()
+    assert set(fam["family_note"]) == {"m = 3 defined Welch tests of 5 rows; dropped: 2 not run"}
+    # Holm over the three defined Welch p's, computed here from the summaries (Welch-Satterthwaite)
+    def welch_p(m, s, m0=57.08, s0=0.10, n=10):
+        se2 = s ** 2 / n + s0 ** 2 / n
+        df = se2 ** 2 / ((s ** 2 / n) ** 2 / (n - 1) + (s0 ** 2 / n) ** 2 / (n - 1))
+        return 2 * stats.t.sf(abs(m - m0) / math.sqrt(se2), df)
+    raw = np.array([welch_p(57.02, 0.13), welch_p(56.80, 0.12), welch_p(56.81, 0.11)])
+    assert fam["p_adj"].to_numpy()[:3] == pytest.approx(raw_holm(raw), rel=1e-9)
