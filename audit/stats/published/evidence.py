@@ -28,6 +28,7 @@ import math
 import os
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from audit.config import check_section
@@ -36,6 +37,7 @@ from audit.stats import claims as claims_mod
 from audit.stats.comparisons import COLUMNS as COMPARISON_COLUMNS, default_lower_is_better, expand_family, finalize
 from audit.stats.correlations import fisher_ci, partial_p
 from audit.stats.io import Settings
+from audit.stats.published import unstated
 from audit.stats.published.reproduce import reproduce
 from audit.stats.published.summaries import compare_summary, load_summaries
 
@@ -43,8 +45,9 @@ PUBLISHED_CSV = Path(__file__).resolve().parents[2] / "data" / "published.csv"
 KINDS = ("seeds", "single_run", "no_spread", "correlation")
 EXTRA = ["set", "source_a", "source_b", "n_basis_a", "n_basis_b", "published_p", "published_p_test",
          "p_reproduced", "p_reproduction", "not_computed"]
-COMPARISON_TABLE_COLUMNS = COMPARISON_COLUMNS + EXTRA
-CLAIM_EXTRA = ["evidence_set", "n_basis", "published_p", "published_p_test", "p_reproduced"]
+COMPARISON_TABLE_COLUMNS = COMPARISON_COLUMNS + EXTRA + unstated.COLUMNS
+CLAIM_EXTRA = ["evidence_set", "n_basis", "published_p", "published_p_test", "p_reproduced", "n_unstated",
+               "p_min", "p_max", "tost_p_min", "tost_p_max", "ci_low_min", "ci_high_max"]
 CLAIMS_COLUMNS = claims_mod.COLUMNS + CLAIM_EXTRA
 UNTESTABLE_COLUMNS = ["claim_id", "source", "statement", "paper", "table", "set", "kind", "n_basis",
                       "numbers", "reason"]
@@ -167,6 +170,7 @@ def comparisons_table(pub: pd.DataFrame, config: dict, settings: Settings, sourc
         more = finalize(claim_rows, settings)
         more_extra = pd.DataFrame([{k: r.get(k, "") for k in EXTRA} for r in claim_rows], columns=EXTRA)
         table = pd.concat([table, pd.concat([more.reset_index(drop=True), more_extra], axis=1)], ignore_index=True)
+    table = unstated.apply(table, section["unstated_n"], settings)
     return table[COMPARISON_TABLE_COLUMNS]
 
 
@@ -209,8 +213,7 @@ def claims_table(pub: pd.DataFrame, config: dict, comparisons: pd.DataFrame, set
                 out = claims_mod.comparison_claim_row(dict(row, kind="comparison"), claim, ev,
                                                       "published_comparisons.csv", settings)
                 out["estimate_name"] = "diff = mean_a - mean_b (welch CI, from published mean/SD/n)"
-                if "unstated" in f"{ev['n_basis_a']} {ev['n_basis_b']}":
-                    out["reason"] += "; n is unstated in the paper: 10 per arm assumed (see n_basis)"
+                out.update(_over_unstated_n(comparisons, ev, claim, flipped, settings, config))
                 same = ev["n_basis_a"] == ev["n_basis_b"]
                 out.update(evidence_set=ev["set"],
                            n_basis=ev["n_basis_a"] if same else f"A: {ev['n_basis_a']}; B: {ev['n_basis_b']}",
@@ -222,6 +225,27 @@ def claims_table(pub: pd.DataFrame, config: dict, comparisons: pd.DataFrame, set
                 if out is not None:
                     rows.append(out)
     return pd.DataFrame(rows, columns=CLAIMS_COLUMNS)
+
+
+def _over_unstated_n(comparisons, ev, claim, flipped, settings, config) -> dict:
+    """Where the evidence row's n is unstated: the claim judged at every n of its set
+    (``audit.stats.published.unstated``), with the range of p and CI; else nothing to add."""
+    keys = ("family", "corpus", "metric", "head_a", "head_b")
+    src = claims_mod.flip_row(ev) if flipped else ev   # the row as it stands in the table
+    hit = comparisons.index[np.logical_and.reduce([comparisons[k] == src[k] for k in keys])]
+    found = unstated.sensitivity(comparisons, hit[0], config["published"]["unstated_n"], settings)
+    if found is None:
+        return {}
+    pairs, rows, why = found
+    rows = [claims_mod.flip_row(r) if flipped else r for r in rows]
+    judged = [claims_mod.judge_comparison(claim["expect"], r, settings) for r in rows]
+    verdict, reason = unstated.over_set(pairs, judged, rows, why)
+    span = unstated.ranges(rows)
+    return dict(verdict=verdict, reason=reason + f"; estimate, CI and p of this row are at the assumed n = "
+                f"{ev['n_a']:g} / {ev['n_b']:g}", n_unstated=why,
+                p_min=span["n_set_welch_p_min"], p_max=span["n_set_welch_p_max"],
+                tost_p_min=span["n_set_tost_p_min"], tost_p_max=span["n_set_tost_p_max"],
+                ci_low_min=span["n_set_diff_ci_low"], ci_high_max=span["n_set_diff_ci_high"])
 
 
 def _correlation_claim(pub, row, claim, corpus, settings) -> dict | None:

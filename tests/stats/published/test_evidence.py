@@ -274,3 +274,43 @@ def test_declared_families_expand_patterns_and_keep_absent_arms_as_not_run(tmp_p
         return 2 * stats.t.sf(abs(m - m0) / math.sqrt(se2), df)
     raw = np.array([welch_p(57.02, 0.13), welch_p(56.80, 0.12), welch_p(56.81, 0.11)])
     assert fam["p_adj"].to_numpy()[:3] == pytest.approx(raw_holm(raw), rel=1e-9)
+
+
+def test_a_claim_on_an_unstated_n_is_judged_over_every_n_that_reproduces_the_printed_p(tables):
+    # issue 20: LK-paper Table 5 was "supported" on an assumed n = 10 per arm, which does not
+    # reproduce the printed p = 0.62; the verdict must hold at every n that does, or not stand
+    claims = tables["published_claims"].set_index(["claim_id", "corpus"])
+    row = claims.loc[("mos-no-better-than-matched-softmax", "ptb")]
+    assert row["verdict"] == "inconclusive"
+    # independently: the (n_a, n_b) in 3..20 whose Student p rounds to 0.62 (SciPy from summaries)
+    keep = [(i, j) for i in range(3, 21) for j in range(3, 21)
+            if round(stats.ttest_ind_from_stats(56.39, 0.19, i, 56.45, 0.10, j).pvalue, 2) == 0.62]
+    assert keep == [(8, 3), (9, 3), (10, 3)]
+    assert "(8, 3), (9, 3), (10, 3)" in row["n_unstated"] and "inconclusive at every n of the set" in row["reason"]
+
+    def tost(i, j, margin=0.2):   # two one-sided Welch tests, hand-written from the summaries
+        va, vb = 0.19 ** 2 / i, 0.10 ** 2 / j
+        se, df = math.sqrt(va + vb), (va + vb) ** 2 / (va ** 2 / (i - 1) + vb ** 2 / (j - 1))
+        d = 56.39 - 56.45
+        return max(stats.t.sf((d + margin) / se, df), stats.t.cdf((d - margin) / se, df))
+    assert f"(10, 3) [welch p 0.495, tost p {tost(10, 3):.3g}]" in row["reason"] and f"{tost(10, 3):.3g}" == "0.0688"
+    assert (row["tost_p_min"], row["tost_p_max"]) == pytest.approx((tost(10, 3), tost(8, 3)), rel=1e-9)
+    comp = tables["published_comparisons"]
+    t5 = comp[comp["family"] == "LK-paper Table 5"].iloc[0]
+    assert t5["verdict"] == "inconclusive" and t5["n_set_tost_p_min"] == pytest.approx(tost(10, 3), rel=1e-9)
+    # a stated n is left alone
+    assert (comp[comp["family"] == "LK-paper Table 2"]["n_unstated"] == "").all()
+
+
+def test_without_a_printed_p_the_whole_range_is_tried_and_a_split_verdict_does_not_stand():
+    from audit.stats.published.unstated import n_pairs, over_set
+    row = dict(mean_a=1.0, sd_a=1.0, n_a=10, mean_b=0.0, sd_b=1.0, n_b=10, head_a="x", head_b="y",
+               n_basis_a="unstated", n_basis_b="10 random seeds", published_p="")
+    pairs, why = n_pairs(row, (3, 20))
+    assert pairs == [(i, 10) for i in range(3, 21)] and "no printed p" in why
+    rows = [dict(welch_p=0.01, tost_p=0.5), dict(welch_p=0.2, tost_p=0.6)]
+    verdict, reason = over_set([(10, 10), (3, 10)], [("supported", ""), ("inconclusive", "")], rows, why)
+    assert verdict == "inconclusive" and reason.startswith(
+        "depends on the unstated n: supported for n = (10, 10) [welch p 0.01, tost p 0.5]; inconclusive for n = (3, 10)")
+    with pytest.raises(AuditError, match="published.unstated_n"):
+        n_pairs(row, (5, 4))
