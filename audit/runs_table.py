@@ -16,6 +16,7 @@ import pandas as pd
 
 from audit.errors import AuditError
 from audit.files import atomic_write_text
+from audit.stats.io import STATUSES
 
 BASE_COLUMNS = [
     "study", "corpus", "head", "seed", "status", "error", "n_params", "wall_seconds",
@@ -38,6 +39,11 @@ def run_row(run_dir: Path) -> tuple[dict, pd.DataFrame]:
             raise AuditError(f"missing {path}: the run was not trained or evaluated")
     metrics = json.loads(files["metrics"].read_text())
     result = json.loads(files["eval"].read_text())
+    # no status, no outcome: such a run must never enter the tests as a success (eval.json
+    # repeats the training status, so a missing one there is taken from metrics.json)
+    for path, status in ((files["metrics"], metrics.get("status")), (files["eval"], result.get("status", metrics.get("status")))):
+        if status not in STATUSES:
+            raise AuditError(f"{path}: key 'status' is {status!r}; expected 'ok' or 'failed'")
     row = {key: metrics.get(key) for key in BASE_COLUMNS + EXTRA_COLUMNS if key in metrics}
     row.update({k: v for k, v in result.items() if k in BASE_COLUMNS + EXTRA_COLUMNS})
     settings = metrics.get("settings", {})

@@ -3,7 +3,9 @@
 import json
 
 import pandas as pd
+import pytest
 
+from audit.errors import AuditError
 from audit.runs_table import BASE_COLUMNS, collect
 
 
@@ -34,3 +36,12 @@ def test_grid_arms_get_their_group_and_grid_values(tmp_path):
     assert failed.arm_group == "softmax" and pd.isna(failed.grid_c) and failed.status == "failed"
     assert failed.error.startswith("Divergence")
     assert len(pairs) == 3 and set(pairs["head"]) == {"softmax", "gss_c-1.5_k2.5"}
+
+
+def test_a_run_without_a_status_is_an_error_not_a_success(tmp_path):
+    run = _run(tmp_path, "softmax", 1)
+    metrics = json.loads((run / "metrics.json").read_text())
+    del metrics["status"]
+    (run / "metrics.json").write_text(json.dumps(metrics))
+    with pytest.raises(AuditError, match=r"metrics.json: key 'status' is None; expected 'ok' or 'failed'"):
+        collect([run])

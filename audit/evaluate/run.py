@@ -27,7 +27,6 @@ from audit.model.awd_lstm import LanguageModel, ModelConfig, perplexity
 from audit.files import atomic_write, atomic_write_text
 from audit.device import resolve_device
 
-EPSILONS = (1e-3, 1e-4, 1e-5)  # epsilon-effective ranks reported
 
 
 def load_model(path: str | os.PathLike, device: torch.device) -> tuple[LanguageModel, list[str]]:
@@ -86,15 +85,6 @@ def topk_words(table: pd.DataFrame, ids: np.ndarray, vocab: list[str], k: int, w
     return out[TOPK_COLUMNS]
 
 
-def spectrum_summary(spec: spectrum.Spectrum, prefix: str) -> dict:
-    """Press, epsilon-effective and entropy ranks of one spectrum, keyed with ``prefix``."""
-    out = {f"{prefix}press_rank": spectrum.press_rank(spec.sv, spec.m, spec.n),
-           f"{prefix}entropy_rank": spectrum.entropy_rank(spec.sv)}
-    for eps in EPSILONS:
-        out[f"{prefix}erank_{eps:.0e}".replace("e-0", "e-")] = spectrum.epsilon_rank(spec.sv, eps)
-    return out
-
-
 def evaluate_run(run_dir: str | os.PathLike, corpus_path: str, wordsim_dir: str,
                  out_dir: str | os.PathLike | None = None, device: str | None = None) -> dict:
     """Evaluate ``run_dir`` (model.pt, metrics.json) and write eval.json, spectrum.npz,
@@ -133,11 +123,11 @@ def evaluate_run(run_dir: str | os.PathLike, corpus_path: str, wordsim_dir: str,
         result.update(test_loss=totals["nll"] / totals["tokens"], test_tokens=totals["tokens"],
                       contexts=logp.m, vocab_size=logp.n)
         result["test_ppl"] = perplexity(result["test_loss"])
-        result.update(spectrum_summary(logp, ""))
+        result.update(spectrum.rank_summary(logp, ""))
         arrays["log_p_sv"] = logp.sv
         if model.head.transformed_logits(torch.zeros(1, 1, model.cfg.d_out, device=dev)) is not None:
             flog = spectrum.stream_spectrum(stream_rows(model, test, bptt, limit, transformed=True))
-            result.update(spectrum_summary(flog, "f_logits_"))
+            result.update(spectrum.rank_summary(flog, "f_logits_"))
             arrays["f_logits_sv"] = flog.sv
         top = topk.top_k(top_rows.rows(), test[positions + 1].numpy(), positions, options["topk"]["k"])
         top_table = topk_words(top, test.numpy(), vocab, options["topk"]["k"])

@@ -24,6 +24,7 @@ import scipy.linalg
 from scipy.linalg import blas
 
 from audit.errors import AuditError
+from audit.evaluate.ranks import EPSILONS, erank_key
 
 # rows per float64 block handed to BLAS: bounds the buffered rows at ~512 MB whatever the caller's
 # chunk size, while keeping the rank-k update k large enough to run at full matmul speed
@@ -297,3 +298,13 @@ def normalised(sv) -> np.ndarray:
     if sv.size == 0 or sv[0] == 0.0:
         return np.zeros_like(sv)
     return sv / sv[0]
+
+
+def rank_summary(spec: Spectrum, prefix: str = "") -> dict:
+    """Press, entropy and epsilon-effective ranks of one spectrum, keyed
+    ``audit.evaluate.ranks.rank_keys(prefix)``: the one place a run and a synthetic fit get them."""
+    out = {f"{prefix}press_rank": press_rank(spec.sv, spec.m, spec.n),
+           f"{prefix}entropy_rank": entropy_rank(spec.sv)}
+    for eps in EPSILONS:
+        out[prefix + erank_key(eps)] = epsilon_rank(spec.sv, eps)
+    return out

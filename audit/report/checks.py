@@ -6,18 +6,23 @@ Kinds (the ``kind`` column):
 - ``non_normal``: Shapiro-Wilk rejects normality (at ``stats.alpha``) for an arm of a compared
   metric, where the t-tests lean on normality; only for n >= 3 (the test's minimum);
 - ``unconverged``: a run's best validation epoch is its last epoch, so it was still improving;
-- ``excluded``: values a table dropped or excluded (missing metrics, NaN p-values dropped from a
-  family, runs outside a declared correlation window).
+- ``excluded``: values a table dropped or excluded (missing metrics, comparisons dropped from a
+  Holm family, counted by reason: not run, too few seeds, failed runs, undefined p-value; runs
+  outside a declared correlation window).
 """
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 from scipy import stats
 
+from audit.stats.comparisons import DROP_KINDS, drop_kind
 from audit.stats.io import Settings
 
 COLUMNS = ["kind", "corpus", "head", "seed", "metric", "detail"]
+_KIND_TEXT = {"not run": "not run (an arm has no runs)", "too few seeds": "with too few seeds",
+              "runs failed": "with too few seeds left by failed runs", "undefined": "with an undefined p-value"}
 
 
 def _row(kind: str, detail: str, corpus="", head="", seed="", metric="") -> dict:
@@ -86,12 +91,15 @@ def _exclusions(comparisons: pd.DataFrame | None, correlations: pd.DataFrame | N
                 if pd.notna(missing) and int(missing) > 0:
                     rows.append(_row("excluded", f"{int(missing)} ok run(s) without a value of {row.metric} "
                                      f"left out of {row.family}", row.corpus, head, metric=row.metric))
-        dropped = comparisons.drop_duplicates("family")
-        for row in dropped.itertuples():
-            count = getattr(row, "family_dropped", 0)
+        for family, group in comparisons.groupby("family", sort=False):
+            count = group["family_dropped"].iloc[0] if "family_dropped" in group else 0
             if pd.notna(count) and int(count) > 0:
-                rows.append(_row("excluded", f"{int(count)} comparison(s) with an undefined p-value dropped "
-                                 f"from family {row.family} before the {row.adj_method} correction"))
+                # by reason: most dropped rows are too-few-seeds or not-run rows, not undefined tests
+                out = group[~np.isfinite(pd.to_numeric(group["p_adj"], errors="coerce"))]
+                kinds = [drop_kind(r) or "undefined" for r in out["reason"].fillna("")]
+                why = ", ".join(f"{kinds.count(k)} {_KIND_TEXT[k]}" for k in DROP_KINDS if k in kinds)
+                rows.append(_row("excluded", f"{int(count)} comparison(s) dropped from family {family} before "
+                                 f"the {group['adj_method'].iloc[0]} correction: {why}"))
     if correlations is not None and len(correlations):
         for row in correlations.itertuples():
             outside = getattr(row, "n_outside_window", 0)

@@ -72,14 +72,15 @@ def results_table(runs: pd.DataFrame) -> pd.DataFrame:
         runs: the runs table (README columns; missing metric columns are skipped).
 
     Returns:
-        One row per (corpus, head) with ``<metric>_{mean,sd,ci_low,ci_high}`` for the train,
-        valid and test perplexities and ``seconds_per_epoch``, and ``place`` = 1 for the lowest
-        mean test perplexity within the corpus.
+        One row per (corpus, head) with ``<metric>_{n,mean,sd,ci_low,ci_high}`` for the train,
+        valid and test perplexities (``_n``: ok runs with a finite value) and
+        ``seconds_per_epoch``; ``n_ok`` ok runs, ``n`` the fewest finite values behind a
+        perplexity mean, ``failed``; ``place`` = 1 for the lowest mean test perplexity.
     """
     rows = []
     for (corpus, head), group in _groups(runs):
         ok = group[group["status"].astype(str) == "ok"]
-        row = {"corpus": corpus, "head": head, "n": len(ok), "failed": len(group) - len(ok)}
+        row = {"corpus": corpus, "head": head, "n": 0, "n_ok": len(ok), "failed": len(group) - len(ok)}
         params = pd.to_numeric(group.get("n_params", pd.Series(dtype=float)), errors="coerce").dropna()
         row["n_params"] = int(params.iloc[0]) if len(params) else math.nan
         if "wall_seconds" in ok:
@@ -88,7 +89,10 @@ def results_table(runs: pd.DataFrame) -> pd.DataFrame:
             row.update({f"seconds_per_epoch_{k}": v for k, v in describe(per_epoch).items() if k != "n"})
         for metric in PPL_COLUMNS:
             if metric in ok:
-                row.update({f"{metric}_{k}": v for k, v in describe(ok[metric]).items() if k != "n"})
+                row.update({f"{metric}_{k}": v for k, v in describe(ok[metric]).items()})
+        # n: the runs every perplexity mean of the row rests on (an ok run without a value is
+        # left out of a mean, so it must not be counted beside it)
+        row["n"] = min((row[f"{m}_n"] for m in PPL_COLUMNS if m in ok), default=0)
         rows.append(row)
     table = pd.DataFrame(rows)
     if "test_ppl_mean" in table:
@@ -100,9 +104,9 @@ def ranks_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Per (corpus, head): mean and SD over successful seeds of every rank column present.
 
     Returns:
-        One row per (corpus, head) with ``<rank>_mean`` and ``<rank>_sd`` for the log-P ranks
-        (and the ``f_logits_`` ranks where a head has a logit transform); empty when the runs
-        table has no rank column.
+        One row per (corpus, head) with ``<rank>_n`` (ok runs with a finite value), ``<rank>_mean``
+        and ``<rank>_sd`` for the log-P ranks (and the ``f_logits_`` ranks where a head has a logit
+        transform), ``n`` the fewest of the ``_n``; empty when the runs table has no rank column.
     """
     columns = [c for c in RANK_COLUMNS + [f"f_logits_{c}" for c in RANK_COLUMNS] if c in runs]
     if not columns:
@@ -110,10 +114,11 @@ def ranks_table(runs: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (corpus, head), group in _groups(runs):
         ok = group[group["status"].astype(str) == "ok"]
-        row = {"corpus": corpus, "head": head, "n": len(ok)}
+        row = {"corpus": corpus, "head": head}
         for c in columns:
             d = describe(ok[c])
-            row[f"{c}_mean"], row[f"{c}_sd"] = d["mean"], d["sd"]
+            row[f"{c}_n"], row[f"{c}_mean"], row[f"{c}_sd"] = d["n"], d["mean"], d["sd"]
+        row["n"] = min(row[f"{c}_n"] for c in columns)   # runs with a finite value of every rank
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -198,7 +198,7 @@ def comparison_claim_row(row: dict, claim: dict, ev: dict, table: str, settings:
         n_a=ev["n_a"], n_b=ev["n_b"], n_failed_a=ev["n_failed_a"], n_failed_b=ev["n_failed_b"],
         estimate_name="diff = mean_a - mean_b (welch CI)", estimate=ev["diff"], ci_low=ev["diff_ci_low"],
         ci_high=ev["diff_ci_high"], ci_level=ev["ci_level"],
-        p_name=f"welch p, {ev['adj_method']} within {ev['family']} (m={size})", p=ev["welch_p"],
+        p_name=f"welch p, {ev['adj_method']} within {ev['family']} ({ev.get('family_note') or f'm={size}'})", p=ev["welch_p"],
         p_adj=ev["p_adj"], tost_p_adj=ev["tost_p_adj"], power=ev["power"], seeds_needed=ev["seeds_needed"],
         bootstrap_seed=ev["bootstrap_seed"], bootstrap_resamples=ev["bootstrap_resamples"])
 

@@ -40,7 +40,7 @@ from audit.stats.multiplicity import METHOD, adjust
 from audit.stats.resample import bootstrap_two_sample, percentile_ci
 
 COLUMNS = [
-    "family", "family_size", "family_dropped", "adj_method", "corpus", "metric",
+    "family", "family_size", "family_dropped", "family_note", "adj_method", "corpus", "metric",
     "lower_is_better", "head_a", "head_b", "n_a", "n_b", "n_failed_a", "n_failed_b",
     "n_missing_a", "n_missing_b", "mean_a", "mean_b", "sd_a", "sd_b", "diff", "diff_ci_low",
     "diff_ci_high", "ci_level", "test", "sidedness", "welch_t", "welch_df", "welch_p",
@@ -176,6 +176,25 @@ def verdict(row: dict, settings: Settings) -> tuple[str, str]:
     return "inconclusive", f"no decision: not significant (welch p_adj={p:.3g}), not equivalent (tost p_adj={tp:.3g}); {tail}"
 
 
+DROP_KINDS = ("not run", "too few seeds", "runs failed", "undefined")  # why a row has no p_adj
+
+
+def drop_kind(reason: str) -> str:
+    """Why a row left its Holm family, from the reason ``verdict`` gave: one of ``DROP_KINDS``
+    (``undefined`` = an undefined p-value), or '' for a row with a test."""
+    head = str(reason).split(":", 1)[0].strip()
+    return head if head in DROP_KINDS else ""
+
+
+def family_note(reasons) -> str:
+    """What a Holm family size counts: 'm = 2 defined Welch tests of 4 rows; dropped: 1 not run,
+    1 too few seeds', from the ``reason`` of every row of the family."""
+    kinds = [drop_kind(r) for r in reasons]
+    counts = {k: kinds.count(k) for k in DROP_KINDS if k in kinds}
+    text = f"m = {kinds.count('')} defined Welch tests of {len(kinds)} rows"
+    return text + (f"; dropped: {', '.join(f'{n} {k}' for k, n in counts.items())}" if counts else "")
+
+
 def finalize(rows: list[dict], settings: Settings) -> pd.DataFrame:
     """Holm-correct within each family label, then attach verdicts; returns the table."""
     if not rows:
@@ -194,6 +213,7 @@ def finalize(rows: list[dict], settings: Settings) -> pd.DataFrame:
     out = [verdict(r, settings) for r in df.to_dict("records")]
     df["verdict"] = [v for v, _ in out]
     df["reason"] = [r for _, r in out]
+    df["family_note"] = df.groupby("family", sort=False)["reason"].transform(lambda r: family_note(list(r)))
     return df[COLUMNS]
 
 
@@ -210,42 +230,56 @@ def make_row(runs: pd.DataFrame, family: str, corpus: str, metric: str, head_a: 
     return row
 
 
-def _expand_heads(names, runs: pd.DataFrame, baseline) -> list[str]:
-    """Names in order, a shell-style pattern (``gss_*``) replaced by the matching heads of the
-    runs table, sorted; a plain name stays even when it has no runs (its rows say so)."""
-    heads = sorted(set(map(str, runs["head"])) - {str(baseline)})
+def expand_heads(names, available, baseline=None) -> list[str]:
+    """Names in order, a shell-style pattern (``gss_*``) replaced by the matching ``available``
+    heads, sorted. A plain name stays even when absent, and so does a pattern matching nothing:
+    its rows then say ``not run``, never vanish from the family."""
+    heads = sorted(set(map(str, available)) - {str(baseline)})
     out = []
     for name in map(str, names):
         matched = fnmatch.filter(heads, name) if any(ch in name for ch in "*?[") else [name]
-        out += [h for h in matched if h not in out]
+        out += [h for h in matched or [name] if h not in out]
+    return out
+
+
+def expand_family(spec: dict, heads, corpora, where: str) -> list[dict]:
+    """Every row of one comparisons family (``$defs/comparison_family``), before any statistic.
+
+    The one expansion behind the study's families (``family_rows``) and the published record's
+    declared families (``audit.stats.published.evidence``): pairs, or ``baseline`` against the
+    ``against`` names with patterns expanded over ``heads``; per metric its direction and
+    margin; per corpus (``spec['corpora']`` or ``corpora``) its Holm label (``family_by``).
+
+    Returns:
+        dicts ``family, corpus, metric, head_a, head_b, lower_is_better, margin`` in table order.
+    """
+    name = spec["family"]
+    if spec.get("pairs"):   # the schema allows pairs, or baseline with against
+        pairs = [tuple(map(str, p)) for p in spec["pairs"]]
+    else:
+        pairs = [(h, str(spec["baseline"])) for h in expand_heads(spec["against"], heads, spec["baseline"])]
+    split = spec.get("family_by") or []
+    out = []
+    for metric in spec["metrics"]:
+        lib = per_metric(spec.get("lower_is_better"), metric, None)
+        lib = default_lower_is_better(metric, where) if lib is None else bool(lib)
+        margin = per_metric(spec.get("equivalence_margin"), metric, None)
+        for corpus in [str(c) for c in spec.get("corpora") or corpora]:
+            parts = [f"{k}={corpus if k == 'corpus' else metric}" for k in ("corpus", "metric") if k in split]
+            label = f"{name}[{','.join(parts)}]" if parts else name
+            out += [dict(family=label, corpus=corpus, metric=metric, head_a=a, head_b=b, lower_is_better=lib,
+                         margin=margin) for a, b in pairs]
     return out
 
 
 def family_rows(runs: pd.DataFrame, spec: dict, settings: Settings, source: str) -> list[dict]:
     """The rows (uncorrected) of one ``comparisons:`` entry, checked by ``check_section``."""
-    name = spec["family"]
-    where = f"{source}: comparisons family {name!r}"
-    if "pairs" in spec:   # the schema allows pairs, or baseline with against
-        pairs = [tuple(p) for p in spec["pairs"]]
-    else:
-        pairs = [(h, spec["baseline"]) for h in _expand_heads(spec["against"], runs, spec["baseline"])]
-    metrics = spec["metrics"]
-    split = spec["family_by"]
-    corpora = [str(c) for c in spec.get("corpora") or sorted(runs["corpus"].unique())]
-    rows = []
-    for metric in metrics:
-        require_metric(runs, metric, source, f"comparisons family {name!r}")
-        lib = per_metric(spec.get("lower_is_better"), metric, None)
-        lib = default_lower_is_better(metric, where) if lib is None else bool(lib)
-        margin = per_metric(spec.get("equivalence_margin"), metric, None)
-        for corpus in corpora:
-            label = name
-            parts = [f"{k}={corpus if k == 'corpus' else metric}" for k in ("corpus", "metric") if k in split]
-            if parts:
-                label = f"{name}[{','.join(parts)}]"
-            for head_a, head_b in pairs:
-                rows.append(make_row(runs, label, corpus, metric, head_a, head_b, lib, margin, settings))
-    return rows
+    for metric in spec["metrics"]:
+        require_metric(runs, metric, source, f"comparisons family {spec['family']!r}")
+    cells = expand_family(spec, runs["head"], sorted(runs["corpus"].unique()),
+                          f"{source}: comparisons family {spec['family']!r}")
+    return [make_row(runs, c["family"], c["corpus"], c["metric"], c["head_a"], c["head_b"],
+                     c["lower_is_better"], c["margin"], settings) for c in cells]
 
 
 def comparisons_table(runs: pd.DataFrame, config: dict, settings: Settings,

@@ -57,7 +57,8 @@ def load_runs(path: str | os.PathLike) -> pd.DataFrame:
 
     Args:
         path: CSV with at least ``head`` and ``seed``; ``corpus`` (default ``'all'``) and
-            ``status`` (default ``'ok'``) are optional; every other column except ``study`` and
+            ``status`` (``ok`` or ``failed`` in every row; without the column every run is
+            ``ok``) are optional; every other column except ``study`` and
             ``error`` must be numeric (empty cells are NaN).
 
     Returns:
@@ -79,27 +80,43 @@ def load_runs(path: str | os.PathLike) -> pd.DataFrame:
     df["seed"] = df["seed"].str.strip()
     df["corpus"] = df["corpus"].fillna("all").str.strip() if "corpus" in df else "all"
     if "status" in df:
-        df["status"] = df["status"].fillna("ok").str.strip().str.lower()
-        bad = sorted(set(df["status"]) - set(STATUSES))
-        if bad:
-            raise AuditError(f"{name}: column 'status' has value {bad[0]!r}; expected 'ok' or 'failed'")
-    else:
-        df["status"] = "ok"
-    for col in df.columns:
-        if col in TEXT_COLUMNS:
-            continue
-        values = pd.to_numeric(df[col], errors="coerce")
-        bad = values.isna() & df[col].notna()
+        # a blank status is an unknown outcome, never a success: a run whose metrics.json lost
+        # its status would otherwise enter every test as ok
+        df["status"] = df["status"].fillna("").str.strip().str.lower()
+        bad = ~df["status"].isin(STATUSES)
         if bad.any():
             row = int(np.flatnonzero(bad.to_numpy())[0])
-            raise AuditError(f"{name}: column {col!r} has non-numeric value {df[col].iloc[row]!r} "
-                             f"(row {row + 2})")
-        df[col] = values.astype(float)
+            value = df["status"].iloc[row]
+            raise AuditError(f"{name}: column 'status' has {'value ' + repr(value) if value else 'an empty cell'} "
+                             f"(row {row + 2}); expected 'ok' or 'failed'")
+    else:   # a table without the column (hand-made, published summaries) records no failures
+        df["status"] = "ok"
+    for col in df.columns:
+        if col not in TEXT_COLUMNS:
+            df[col] = numeric_column(df[col], name, col)
     dup = df.duplicated(["corpus", "head", "seed"])
     if dup.any():
         r = df[dup].iloc[0]
         raise AuditError(f"{name}: duplicate run corpus={r['corpus']!r} head={r['head']!r} seed={r['seed']!r}")
     return df
+
+
+def numeric_column(values: pd.Series, name: str, col: str) -> pd.Series:
+    """A CSV column as float: empty cells (NaN or '') become NaN, anything else must parse.
+
+    The one parser of every numeric column the statistics read (runs, word pairs, summaries).
+
+    Raises:
+        AuditError: one line naming the file, the column, the value and its CSV row (header = 1).
+    """
+    text = values.astype(object)
+    blank = text.isna() | (text.astype(str).str.strip() == "")
+    parsed = pd.to_numeric(text.where(~blank, np.nan), errors="coerce")
+    bad = parsed.isna() & ~blank
+    if bad.any():
+        row = int(np.flatnonzero(bad.to_numpy())[0])
+        raise AuditError(f"{name}: column {col!r} has non-numeric value {text.iloc[row]!r} (row {row + 2})")
+    return parsed.astype(float)
 
 
 def require_metric(runs: pd.DataFrame, metric: str, source: str, where: str) -> None:
@@ -185,11 +202,7 @@ def load_pairs(path: str | os.PathLike) -> pd.DataFrame:
         if col not in df.columns:
             raise AuditError(f"{name}: missing required column {col!r}")
     for col in ("gold", "cosine"):
-        values = pd.to_numeric(df[col].replace("", np.nan), errors="coerce")
-        bad = values.isna() & (df[col] != "")
-        if bad.any():
-            raise AuditError(f"{name}: column {col!r} has non-numeric value {df[col][bad].iloc[0]!r}")
-        df[col] = values.astype(float)
+        df[col] = numeric_column(df[col], name, col)
     return df[np.isfinite(df["gold"]) & np.isfinite(df["cosine"])].reset_index(drop=True)
 
 

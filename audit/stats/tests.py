@@ -111,6 +111,16 @@ def rank_test_p(a: np.ndarray, b: np.ndarray) -> float:
     return float(stats.mannwhitneyu(a, b, alternative="two-sided", method=method).pvalue)
 
 
+def hedges_factor(n_a, n_b):
+    """Hedges' approximate small-sample factor J = 1 - 3 / (4 (n_a + n_b) - 9), g = J d.
+
+    The usual approximation of the exact Gamma-function ratio (also statsmodels'
+    ``effectsize_smd``); above the exact one by 0.27 % at n_a + n_b = 6, 0.06 % at 10 and
+    0.01 % at 20. Used by ``hedges_g`` and by the published record's g from summaries.
+    """
+    return 1 - 3 / (4 * (n_a + n_b) - 9)
+
+
 def hedges_g(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Hedges' g of ``a - b``: Cohen's d with pooled SD times 1 - 3 / (4 (n_a + n_b) - 9).
 
@@ -128,7 +138,7 @@ def hedges_g(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         d = (a.mean(axis=-1) - b.mean(axis=-1)) / np.sqrt(pooled)
     # both constant: the pooled variance may be rounding noise (1e-34), not 0, so test the range
     d = np.where((pooled > 0) & ~(is_constant(a) & is_constant(b)), d, np.nan)
-    return d * (1 - 3 / (4 * (n_a + n_b) - 9))
+    return d * hedges_factor(n_a, n_b)
 
 
 def prob_superiority(a: np.ndarray, b: np.ndarray, lower_is_better: bool) -> np.ndarray:

@@ -14,6 +14,7 @@ the dependence) and, independently per head, the seeds. Independent-sample tests
 from __future__ import annotations
 
 import math
+import warnings
 from itertools import combinations
 
 import numpy as np
@@ -169,8 +170,11 @@ def diffs_table(pairs: pd.DataFrame, settings: Settings, runs: pd.DataFrame | No
         heads = list(cos)
         rng = np.random.default_rng(settings.bootstrap_seed)
         P = len(gold)
-        point = {h: float(np.mean([stats.spearmanr(gold, c).statistic for c in cos[h]])) if P >= 3 else math.nan
-                 for h in heads}
+        with np.errstate(invalid="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", stats.ConstantInputWarning)   # said in the reason instead
+            seed_rho = {h: np.array([stats.spearmanr(gold, c).statistic for c in cos[h]]) if P >= 3
+                        else np.full(cos[h].shape[0], math.nan) for h in heads}
+        point = {h: float(np.mean(r)) if P >= 3 else math.nan for h, r in seed_rho.items()}
         boot = {h: np.empty(R) for h in heads}
         if P >= 3:
             start = 0
@@ -191,6 +195,13 @@ def diffs_table(pairs: pd.DataFrame, settings: Settings, runs: pd.DataFrame | No
             finite = d[np.isfinite(d)]
             se = finite.std(ddof=1) if len(finite) > 1 else math.nan
             p = float(2 * stats.norm.sf(abs(point[ha] - point[hb]) / se)) if se > 0 else math.nan
+            undefined = ""
+            if P >= 3 and not np.isfinite(p):   # said as such, never read as "not significant"
+                flat = [f"{h} in {int(np.isnan(seed_rho[h]).sum())} of {len(seed_rho[h])} seed(s)"
+                        for h in (ha, hb) if np.isnan(seed_rho[h]).any()]
+                undefined = ("undefined: Spearman rho has no value for " + " and ".join(flat)
+                             + " (constant cosines or gold ratings over the common word pairs)" if flat else
+                             "undefined: the bootstrap differences have no spread (SE = 0), so no z-test")
             rows.append(dict(
                 family=f"wordsim-diffs[corpus={corpus}]", corpus=corpus, benchmark=bench,
                 head_a=ha, head_b=hb, n_seeds_a=cos[ha].shape[0], n_seeds_b=cos[hb].shape[0],
@@ -200,7 +211,7 @@ def diffs_table(pairs: pd.DataFrame, settings: Settings, runs: pd.DataFrame | No
                 test="paired bootstrap over word pairs (shared) and seeds (per head); z = diff / bootstrap SE",
                 sidedness="two-sided", boot_p=p, ci_method="percentile bootstrap",
                 bootstrap_seed=settings.bootstrap_seed, bootstrap_resamples=R,
-                alpha=settings.alpha, min_seeds=settings.min_seeds))
+                alpha=settings.alpha, min_seeds=settings.min_seeds, undefined=undefined))
     if not rows:
         return pd.DataFrame(columns=DIFF_COLUMNS)
     df = pd.DataFrame(rows)
@@ -220,6 +231,8 @@ def _verdict(row: dict, settings: Settings) -> tuple[str, str]:
     if min(row["n_seeds_a"], row["n_seeds_b"]) < settings.min_seeds:
         return "inconclusive", (f"too few seeds: n_seeds_a={row['n_seeds_a']}, n_seeds_b={row['n_seeds_b']}"
                                 f" < min_seeds={settings.min_seeds}")
+    if row["undefined"]:
+        return "inconclusive", row["undefined"]
     if row["p_adj"] < settings.alpha:
         return ("a_better" if row["diff"] > 0 else "b_better"), f"bootstrap p_adj={row['p_adj']:.3g} < {settings.alpha:g}"
     return "inconclusive", (f"not significant (bootstrap p_adj={row['p_adj']:.3g}); no equivalence "

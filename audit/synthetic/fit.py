@@ -35,8 +35,6 @@ from scipy.special import logsumexp
 from audit.evaluate import spectrum
 from audit.errors import AuditError
 
-from audit.synthetic.plan import EPSILONS
-
 
 # ----- targets and metrics -----------------------------------------------------------------
 def sample_log_targets(contexts: int, outcomes: int, alpha: float, rng: np.random.Generator) -> np.ndarray:
@@ -84,18 +82,9 @@ def fit_metrics(log_q: np.ndarray, log_p: np.ndarray) -> dict:
 
 
 def rank_metrics(log_p: np.ndarray, prefix: str = "") -> dict:
-    """Press, entropy and epsilon ranks of an (N, M) log-P matrix.
-
-    Keys and epsilons are those of ``audit.evaluate.spectrum_summary`` (press_rank,
-    entropy_rank, erank_1e-3, erank_1e-4, erank_1e-5, each after ``prefix``); that module is not
-    imported because its scipy.stats import alone costs a fit job ~0.6 s of start-up.
-    """
-    spec = spectrum.stream_spectrum([np.asarray(log_p)])
-    out = {f"{prefix}press_rank": spectrum.press_rank(spec.sv, spec.m, spec.n),
-           f"{prefix}entropy_rank": spectrum.entropy_rank(spec.sv)}
-    for eps in EPSILONS:
-        out[f"{prefix}erank_{eps:.0e}".replace("e-0", "e-")] = spectrum.epsilon_rank(spec.sv, eps)
-    return out
+    """Press, entropy and epsilon ranks of an (N, M) log-P matrix, keyed
+    ``audit.evaluate.ranks.rank_keys(prefix)`` (``audit.evaluate.spectrum.rank_summary``)."""
+    return spectrum.rank_summary(spectrum.stream_spectrum([np.asarray(log_p)]), prefix)
 
 
 # ----- model and fit -----------------------------------------------------------------------

@@ -6,13 +6,11 @@ Torch-free, so that Snakemake parses the workflow without importing torch.
 from __future__ import annotations
 
 from audit.errors import AuditError
+from audit.evaluate.ranks import rank_keys
 from audit.model.options import HEAD_OPTIONS
 
-EPSILONS = (1e-3, 1e-4, 1e-5)  # epsilon-effective ranks reported, as in audit.evaluate.run
-METRICS = ["mode_match", "ce", "entropy", "kl", "press_rank", "entropy_rank",
-           "erank_1e-3", "erank_1e-4", "erank_1e-5"]
-TRUE_RANKS = ["true_press_rank", "true_entropy_rank", "true_erank_1e-3", "true_erank_1e-4",
-              "true_erank_1e-5"]
+METRICS = ["mode_match", "ce", "entropy", "kl"] + rank_keys()
+TRUE_RANKS = rank_keys("true_")
 FIGURE_METRICS = {"mode_match": "mode matching (share of contexts)", "kl": "KL(P* || Q), nats",
                   "ce": "cross-entropy to P*, nats", "press_rank": "Press rank of log-P",
                   "entropy_rank": "entropy rank of log-P"}

@@ -241,3 +241,20 @@ def test_tiled_gram_with_several_panels_and_flushes_matches_lapack(monkeypatch):
     got = module.singular_values(a[i:i + 37] for i in range(0, 700, 37))
     want = np.linalg.svd(a.astype(np.float64), compute_uv=False)
     np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12 * want[0])
+
+
+def test_rank_summary_is_the_one_source_of_the_rank_keys():
+    # issue 20: evaluate.run and synthetic.fit each wrote the keys; both now call rank_summary
+    from audit.evaluate.ranks import rank_keys
+    from audit.synthetic import plan
+    rng = np.random.default_rng(3)
+    s = np.array([10.0, 5.0, 1.0, 1e-4, 1e-7])
+    spec = spectrum.stream_spectrum([_known(rng, 40, 5, s)])
+    out = spectrum.rank_summary(spec, "f_logits_")
+    assert list(out) == rank_keys("f_logits_") and len(out) == 5
+    # hand-worked: Press tolerance 0.5 sqrt(40 + 5 + 1) * 10 * eps32 = 4.0e-6 keeps 10, 5, 1, 1e-4;
+    # energy 126 + 1e-8: the top two leave 1/126 = 7.9e-3 out, the top three 8e-11 (< every eps)
+    assert out["f_logits_press_rank"] == 4
+    assert out["f_logits_erank_1e-3"] == 3 and out["f_logits_erank_1e-5"] == 3
+    assert out["f_logits_entropy_rank"] == pytest.approx(spectrum.entropy_rank(spec.sv))
+    assert plan.METRICS[4:] == rank_keys() and plan.TRUE_RANKS == rank_keys("true_")

@@ -45,13 +45,28 @@ def test_too_few_seeds_and_no_shapiro_below_three():
 def test_exclusions_from_the_statistics_tables():
     comparisons = pd.DataFrame([{"family": "f", "corpus": "ptb", "metric": "test_ppl", "head_a": "mos",
                                  "head_b": "softmax", "n_missing_a": 2, "n_missing_b": 0,
-                                 "family_dropped": 1, "adj_method": "holm"}])
+                                 "family_dropped": 1, "adj_method": "holm", "p_adj": float("nan"),
+                                 "reason": "undefined: both arms constant"}])
     correlations = pd.DataFrame([{"name": "c", "corpus": "ptb", "x": "press_rank", "y": "test_ppl",
                                   "level": "runs", "restriction": "test_ppl in [50, 60]",
                                   "n_outside_window": 3, "n_excluded": 1}])
     table = find_warnings(_runs(np.array([95.0, 95.5, 95.2, 95.1, 95.3])), CONFIG, comparisons, correlations)
     details = " | ".join(table[table["kind"] == "excluded"]["detail"])
     assert "2 ok run(s) without a value of test_ppl" in details
-    assert "1 comparison(s) with an undefined p-value dropped" in details
+    assert "1 comparison(s) dropped from family f before the holm correction: 1 with an undefined p-value" in details
     assert "3 run(s) outside the declared window" in details
     assert "excluded from correlation" not in details  # n_excluded counts only on the unrestricted row
+
+
+def test_dropped_comparisons_are_counted_by_reason():
+    # issue 20: a too-few-seeds or not-run row is not "an undefined p-value"
+    reasons = ["not run: no runs of gss_c1 in corpus 'ptb'", "too few seeds: n_a=2, n_b=6 < min_seeds=5",
+               "too few seeds: n_a=3, n_b=6 < min_seeds=5", "undefined: both arms constant", "welch p_adj=0.01 < 0.05"]
+    comparisons = pd.DataFrame([{"family": "f", "corpus": "ptb", "metric": "test_ppl", "head_a": f"h{i}",
+                                 "head_b": "softmax", "n_missing_a": 0, "n_missing_b": 0, "family_dropped": 4,
+                                 "adj_method": "holm", "p_adj": 0.01 if i == 4 else float("nan"), "reason": r}
+                                for i, r in enumerate(reasons)])
+    table = find_warnings(_runs(np.array([95.0, 95.5, 95.2, 95.1, 95.3])), CONFIG, comparisons)
+    details = list(table[table["kind"] == "excluded"]["detail"])
+    assert details == ["4 comparison(s) dropped from family f before the holm correction: 1 not run "
+                       "(an arm has no runs), 2 with too few seeds, 1 with an undefined p-value"]

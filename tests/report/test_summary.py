@@ -44,6 +44,18 @@ def test_results_table_counts_failed_runs_and_places_heads():
     assert table.loc["mos", "place"] == 1 and table.loc["softmax", "place"] == 2
 
 
+def test_n_counts_only_runs_with_a_finite_value_of_the_metric():
+    # issue 20: an ok run without a test perplexity is left out of the mean, so out of n too
+    runs = _runs()
+    runs.loc[(runs["head"] == "softmax") & (runs["seed"] == "2"), ["test_ppl", "press_rank"]] = np.nan
+    table = summary.results_table(runs).set_index("head")
+    assert (table.loc["softmax", "n"], table.loc["softmax", "n_ok"], table.loc["softmax", "test_ppl_n"]) == (4, 5, 4)
+    assert table.loc["softmax", "valid_ppl_n"] == 5 and table.loc["mos", "n"] == 5
+    ranks = summary.ranks_table(runs).set_index("head")
+    assert ranks.loc["softmax", "n"] == ranks.loc["softmax", "press_rank_n"] == 4
+    assert ranks.loc["softmax", "press_rank_mean"] == pytest.approx((41 + 43 + 44 + 45) / 4)
+
+
 def test_ranks_table_mean_and_sd():
     table = summary.ranks_table(_runs()).set_index("head")
     assert table.loc["softmax", "press_rank_mean"] == pytest.approx(43.0)

@@ -98,7 +98,7 @@ def test_evidence_from_a_study_family_in_reversed_orientation():
     assert row.verdict == "supported" and row.evidence_table == "comparisons.csv"
     assert row.estimate == pytest.approx(-ev["diff"]) and row.p_adj == ev.p_adj
     assert (row.ci_low, row.ci_high) == pytest.approx((-ev.diff_ci_high, -ev.diff_ci_low))
-    assert "family=f" in row.evidence and "(m=2)" in row.p_name
+    assert "family=f" in row.evidence and "(m = 2 defined Welch tests of 2 rows)" in row.p_name
 
 
 def test_correlation_claims():

@@ -183,6 +183,16 @@ def test_against_patterns_expand_to_the_matching_heads_in_one_holm_family():
     assert np.allclose(run.p_adj, multipletests(raw, method="holm")[1])   # plif (not run) is left out of Holm
 
 
+def test_a_pattern_matching_no_head_gives_a_not_run_row():
+    # issue 20: a family never loses a declared name silently
+    runs = runs_from({("ptb", "softmax"): (57.08, 0.10), ("ptb", "mos"): (54.88, 0.26)})
+    spec = {"family": "f", "baseline": "softmax", "against": ["gss_*", "mos"], "metrics": ["test_ppl"]}
+    t = comparisons_table(runs, {"comparisons": [spec]}, FAST)
+    assert list(t.head_a) == ["gss_*", "mos"]
+    assert t.reason.iloc[0] == "not run: no runs of gss_* in corpus 'ptb'"
+    assert list(t.family_size) == [1, 1] and t.family_note.iloc[0] == "m = 1 defined Welch tests of 2 rows; dropped: 1 not run"
+
+
 # ---------------------------------------------------------------- independent check against R
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 KEYS = ["family", "corpus", "metric", "head_a", "head_b"]
@@ -266,7 +276,7 @@ def test_claims_resting_on_an_undefined_row_stay_inconclusive(r_golden):
         assert row.verdict == "inconclusive" and row.reason.startswith("undefined: both arms constant"), key
         assert np.isnan(row.p) and np.isnan(row.p_adj) and np.isnan(row.power), key
     # the claim-only family "claims" holds no defined test: size 0, nothing adjusted
-    assert "(m=0)" in claims.loc[("own", "ptb"), "p_name"]
+    assert "(m = 0 defined Welch tests of 2 rows; dropped: 2 undefined)" in claims.loc[("own", "ptb"), "p_name"]
 
 
 def test_constant_float_arms_are_undefined_not_a_huge_t():

@@ -33,6 +33,8 @@ def test_optional_corpus_and_status(tmp_path):
 @pytest.mark.parametrize("frame, message", [
     ({"seed": [1], "test_ppl": [1.0]}, "missing required column 'head'"),
     ({"head": ["a"], "seed": [1], "status": ["done"]}, "column 'status' has value 'done'"),
+    # issue 20: a blank status is no success
+    ({"head": ["a", "b"], "seed": [1, 1], "status": ["ok", None]}, "column 'status' has an empty cell \\(row 3\\)"),
     ({"head": ["a"], "seed": [1], "test_ppl": ["57,1"]}, "column 'test_ppl' has non-numeric value '57,1' \\(row 2\\)"),
     ({"head": ["a", "a"], "seed": [1, 1]}, "duplicate run"),
 ])

@@ -123,3 +123,14 @@ def test_rank_test_with_ties_carries_a_continuity_correction():
     corrected = stats.mannwhitneyu(c, d, method="asymptotic", use_continuity=True).pvalue
     assert T.rank_test_p(c, d) == pytest.approx(corrected, rel=1e-12)
     assert corrected != pytest.approx(stats.mannwhitneyu(c, d, method="asymptotic", use_continuity=False).pvalue)
+
+
+def test_hedges_factor_is_the_approximation_of_the_exact_gamma_ratio():
+    # exact J(m) = Gamma(m/2) / (sqrt(m/2) Gamma((m-1)/2)), m = n_a + n_b - 2 (Hedges 1981);
+    # hand-worked approximation at n_a + n_b = 10: 1 - 3/31 = 28/31
+    from scipy.special import gammaln
+    assert T.hedges_factor(4, 6) == pytest.approx(28 / 31, rel=1e-15)
+    for n in (6, 10, 20):
+        m = n - 2
+        exact = math.exp(gammaln(m / 2) - 0.5 * math.log(m / 2) - gammaln((m - 1) / 2))
+        assert 0 < T.hedges_factor(n // 2, n - n // 2) / exact - 1 < {6: 2.7e-3, 10: 5.8e-4, 20: 1.1e-4}[n]

@@ -117,6 +117,17 @@ def test_failed_runs_missing_pairs_and_too_few_seeds():
     assert (row.n_pairs, row.n_pairs_dropped) == (59, 1)
 
 
+def test_a_seed_with_constant_cosines_makes_the_row_undefined_not_insignificant():
+    # issue 20: its Spearman rho is undefined, so the head's mean rho is NaN; the verdict says so
+    pairs = _pairs({"softmax": 0.2, "mos": 0.3}, seeds=6)
+    pairs.loc[(pairs["head"] == "mos") & (pairs["seed"] == "3"), "cosine"] = 0.5
+    row = diffs_table(pairs, FAST).iloc[0]
+    assert np.isnan(row.rho_b) and np.isnan(row.boot_p) and np.isnan(row.p_adj) and row.family_dropped == 1
+    assert row.verdict == "inconclusive"
+    assert row.reason == ("undefined: Spearman rho has no value for mos in 1 of 6 seed(s) (constant cosines "
+                          "or gold ratings over the common word pairs)")
+
+
 def test_empty_pairs_give_header_only():
     empty = pd.DataFrame(columns=["corpus", "head", "seed", "benchmark", "word1", "word2", "gold", "cosine"])
     assert list(diffs_table(empty, FAST).columns) == DIFF_COLUMNS

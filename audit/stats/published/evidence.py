@@ -24,17 +24,20 @@ Tables (``python -m audit stats --table published_*``):
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from audit.config import check_section
 from audit.errors import AuditError
 from audit.stats import claims as claims_mod
-from audit.stats.comparisons import COLUMNS as COMPARISON_COLUMNS, default_lower_is_better, finalize
+from audit.stats.comparisons import COLUMNS as COMPARISON_COLUMNS, default_lower_is_better, expand_family, finalize
 from audit.stats.correlations import fisher_ci, partial_p
 from audit.stats.io import Settings
+from audit.stats.published import unstated
 from audit.stats.published.reproduce import reproduce
 from audit.stats.published.summaries import compare_summary, load_summaries
 
@@ -42,8 +45,9 @@ PUBLISHED_CSV = Path(__file__).resolve().parents[2] / "data" / "published.csv"
 KINDS = ("seeds", "single_run", "no_spread", "correlation")
 EXTRA = ["set", "source_a", "source_b", "n_basis_a", "n_basis_b", "published_p", "published_p_test",
          "p_reproduced", "p_reproduction", "not_computed"]
-COMPARISON_TABLE_COLUMNS = COMPARISON_COLUMNS + EXTRA
-CLAIM_EXTRA = ["evidence_set", "n_basis", "published_p", "published_p_test", "p_reproduced"]
+COMPARISON_TABLE_COLUMNS = COMPARISON_COLUMNS + EXTRA + unstated.COLUMNS
+CLAIM_EXTRA = ["evidence_set", "n_basis", "published_p", "published_p_test", "p_reproduced", "n_unstated",
+               "p_min", "p_max", "tost_p_min", "tost_p_max", "ci_low_min", "ci_high_max"]
 CLAIMS_COLUMNS = claims_mod.COLUMNS + CLAIM_EXTRA
 UNTESTABLE_COLUMNS = ["claim_id", "source", "statement", "paper", "table", "set", "kind", "n_basis",
                       "numbers", "reason"]
@@ -101,11 +105,22 @@ def _margin(section: dict, metric: str, override=None):
 
 
 def _row(pub, family, set_, corpus, metric, head_a, head_b, lower_is_better, margin, settings,
-         printed=None) -> dict | None:
-    """One uncorrected comparison row of two arms of one set; None if an arm is absent."""
+         printed=None, absent_ok=False) -> dict | None:
+    """One uncorrected comparison row of two arms of one set. An absent arm: None, or with
+    ``absent_ok`` (a declared family) a ``not run`` row that stays in the table and out of Holm."""
     a, b = _arm(pub, set_, corpus, head_a, metric), _arm(pub, set_, corpus, head_b, metric)
     if a is None or b is None:
-        return None
+        if not absent_ok:
+            return None
+        missing = ", ".join(h for h, x in ((head_a, a), (head_b, b)) if x is None)
+        row = dict.fromkeys(COMPARISON_COLUMNS, math.nan)
+        row.update({k: "" for k in EXTRA}, family=family, corpus=corpus, metric=metric, head_a=head_a,
+                   head_b=head_b, set=set_, lower_is_better=bool(lower_is_better),
+                   equivalence_margin=math.nan if margin is None else float(margin),
+                   n_a=0 if a is None else int(a["n"]), n_b=0 if b is None else int(b["n"]),
+                   n_failed_a=0, n_failed_b=0, n_missing_a=0, n_missing_b=0, undefined="",
+                   not_run=f"not run: no multi-seed row of {missing} for {metric} in corpus {corpus!r} of set {set_!r}")
+        return row
     row = compare_summary(a, b, lower_is_better, margin, settings)
     row.update(family=family, corpus=corpus, metric=metric, head_a=head_a, head_b=head_b, set=set_,
                source_a=a["source"], source_b=b["source"], n_basis_a=a["n_basis"], n_basis_b=b["n_basis"],
@@ -118,6 +133,7 @@ def _row(pub, family, set_, corpus, metric, head_a, head_b, lower_is_better, mar
 
 
 def _declared_rows(pub, section: dict, settings: Settings, source: str) -> list[dict]:
+    """The ``published.comparisons`` families, expanded as the study's (``expand_family``)."""
     rows = []
     for entry in section.get("comparisons") or []:
         spec, set_ = entry["compare"], str(entry["set"])
@@ -125,22 +141,11 @@ def _declared_rows(pub, section: dict, settings: Settings, source: str) -> list[
         if not (pub["set"] == set_).any():
             raise AuditError(f"{source}: published.comparisons family {name!r}: no rows of set {set_!r} in the published table")
         part = pub[(pub["set"] == set_) & (pub["kind"] == "seeds")]
-        pairs = ([tuple(p) for p in spec["pairs"]] if spec.get("pairs") else
-                 [(h, spec["baseline"]) for h in spec["against"]])
-        for metric in spec["metrics"]:
-            lib = spec.get("lower_is_better")
-            lib = lib.get(metric) if isinstance(lib, dict) else lib
-            lib = default_lower_is_better(metric, f"{source}: published family {name!r}") if lib is None else bool(lib)
-            margin = spec.get("equivalence_margin")
-            margin = _margin(section, metric, margin.get(metric) if isinstance(margin, dict) else margin)
-            for corpus in spec.get("corpora") or sorted(set(part["corpus"])):
-                split = [f"{k}={corpus if k == 'corpus' else metric}" for k in ("corpus", "metric")
-                         if k in (spec.get("family_by") or [])]
-                label = f"{name}[{','.join(split)}]" if split else name
-                for head_a, head_b in pairs:
-                    row = _row(pub, label, set_, corpus, metric, head_a, head_b, lib, margin, settings)
-                    if row is not None:
-                        rows.append(row)
+        cells = expand_family(spec, part["head"], sorted(set(part["corpus"])), f"{source}: published family {name!r}")
+        for c in cells:
+            margin = _margin(section, c["metric"], c["margin"])
+            rows.append(_row(pub, c["family"], set_, c["corpus"], c["metric"], c["head_a"], c["head_b"],
+                             c["lower_is_better"], margin, settings, absent_ok=True))
     return rows
 
 
@@ -165,6 +170,7 @@ def comparisons_table(pub: pd.DataFrame, config: dict, settings: Settings, sourc
         more = finalize(claim_rows, settings)
         more_extra = pd.DataFrame([{k: r.get(k, "") for k in EXTRA} for r in claim_rows], columns=EXTRA)
         table = pd.concat([table, pd.concat([more.reset_index(drop=True), more_extra], axis=1)], ignore_index=True)
+    table = unstated.apply(table, section["unstated_n"], settings)
     return table[COMPARISON_TABLE_COLUMNS]
 
 
@@ -207,8 +213,7 @@ def claims_table(pub: pd.DataFrame, config: dict, comparisons: pd.DataFrame, set
                 out = claims_mod.comparison_claim_row(dict(row, kind="comparison"), claim, ev,
                                                       "published_comparisons.csv", settings)
                 out["estimate_name"] = "diff = mean_a - mean_b (welch CI, from published mean/SD/n)"
-                if "unstated" in f"{ev['n_basis_a']} {ev['n_basis_b']}":
-                    out["reason"] += "; n is unstated in the paper: 10 per arm assumed (see n_basis)"
+                out.update(_over_unstated_n(comparisons, ev, claim, flipped, settings, config))
                 same = ev["n_basis_a"] == ev["n_basis_b"]
                 out.update(evidence_set=ev["set"],
                            n_basis=ev["n_basis_a"] if same else f"A: {ev['n_basis_a']}; B: {ev['n_basis_b']}",
@@ -220,6 +225,27 @@ def claims_table(pub: pd.DataFrame, config: dict, comparisons: pd.DataFrame, set
                 if out is not None:
                     rows.append(out)
     return pd.DataFrame(rows, columns=CLAIMS_COLUMNS)
+
+
+def _over_unstated_n(comparisons, ev, claim, flipped, settings, config) -> dict:
+    """Where the evidence row's n is unstated: the claim judged at every n of its set
+    (``audit.stats.published.unstated``), with the range of p and CI; else nothing to add."""
+    keys = ("family", "corpus", "metric", "head_a", "head_b")
+    src = claims_mod.flip_row(ev) if flipped else ev   # the row as it stands in the table
+    hit = comparisons.index[np.logical_and.reduce([comparisons[k] == src[k] for k in keys])]
+    found = unstated.sensitivity(comparisons, hit[0], config["published"]["unstated_n"], settings)
+    if found is None:
+        return {}
+    pairs, rows, why = found
+    rows = [claims_mod.flip_row(r) if flipped else r for r in rows]
+    judged = [claims_mod.judge_comparison(claim["expect"], r, settings) for r in rows]
+    verdict, reason = unstated.over_set(pairs, judged, rows, why)
+    span = unstated.ranges(rows)
+    return dict(verdict=verdict, reason=reason + f"; estimate, CI and p of this row are at the assumed n = "
+                f"{ev['n_a']:g} / {ev['n_b']:g}", n_unstated=why,
+                p_min=span["n_set_welch_p_min"], p_max=span["n_set_welch_p_max"],
+                tost_p_min=span["n_set_tost_p_min"], tost_p_max=span["n_set_tost_p_max"],
+                ci_low_min=span["n_set_diff_ci_low"], ci_high_max=span["n_set_diff_ci_high"])
 
 
 def _correlation_claim(pub, row, claim, corpus, settings) -> dict | None:

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import math
 
-from scipy import optimize, stats
+from scipy import optimize
+
+from audit.stats.published.summaries import student_p_from_stats as student_p
 
 _MAX_N = 60   # search range for the n that would give a printed p
 
@@ -29,11 +31,6 @@ def round_sig(value: float, digits: int) -> float:
     if value == 0 or not math.isfinite(value):
         return value
     return float(f"{value:.{digits - 1}e}")
-
-
-def student_p(mean_a, sd_a, n_a, mean_b, sd_b, n_b) -> float:
-    """Two-sided pooled-variance t-test p from summaries (SciPy's ``ttest_ind_from_stats``)."""
-    return float(stats.ttest_ind_from_stats(mean_a, sd_a, n_a, mean_b, sd_b, n_b, equal_var=True).pvalue)
 
 
 def reproduce(mean_a, sd_a, n_a, mean_b, sd_b, n_b, printed: str) -> tuple[bool, str]:

@@ -24,7 +24,8 @@ from scipy import optimize, stats
 
 from audit.errors import AuditError
 from audit.stats.power import nct_tail, seeds_needed, welch_power
-from audit.stats.tests import welch_from_summaries
+from audit.stats.io import numeric_column
+from audit.stats.tests import hedges_factor, welch_from_summaries
 
 REQUIRED = ("corpus", "head", "metric", "mean", "sd", "n", "source")
 NEEDS_RAW = ("needs per-seed values: rank test, P(A better), bootstrap intervals, permutation p "
@@ -63,11 +64,7 @@ def load_summaries(path: str | os.PathLike) -> pd.DataFrame:
         if empty.any():
             raise AuditError(f"{name}: column {col!r} has an empty cell (row {int(np.argmax(empty.to_numpy())) + 2})")
     for col in ("mean", "sd", "n"):
-        values = pd.to_numeric(df[col].replace("", np.nan), errors="coerce")
-        bad = values.isna() & (df[col] != "")
-        if bad.any():
-            raise AuditError(f"{name}: column {col!r} has non-numeric value {df[col][bad].iloc[0]!r}")
-        df[col] = values.astype(float)
+        df[col] = numeric_column(df[col], name, col)
     if (df["sd"] < 0).any():
         raise AuditError(f"{name}: column 'sd' has a negative value {df['sd'][df['sd'] < 0].iloc[0]!r}")
     n = df["n"].dropna()
@@ -139,7 +136,7 @@ def hedges_g_from_stats(mean_a, sd_a, n_a, mean_b, sd_b, n_b, level: float) -> t
     if not pooled > 0:
         return math.nan, math.nan, math.nan
     d = (mean_a - mean_b) / pooled
-    j = 1 - 3 / (4 * (n_a + n_b) - 9)   # the factor of audit.stats.tests.hedges_g
+    j = hedges_factor(n_a, n_b)
     low, high = delta_ci(d / math.sqrt(1 / n_a + 1 / n_b), int(n_a), int(n_b), level)
     return d * j, low * j, high * j
 

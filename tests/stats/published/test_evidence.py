@@ -188,6 +188,20 @@ def test_summary_input_errors(tmp_path):
     path.write_text("corpus,head,metric,mean,sd,n,source\nptb,a,test_ppl,57,1,2.5,x\n")
     with pytest.raises(AuditError, match="whole numbers"):
         load_summaries(path)
+    # the runs table's parser (audit.stats.io.numeric_column): the file, column, value and row
+    path.write_text("corpus,head,metric,mean,sd,n,source\nptb,a,test_ppl,57,1,10,x\nptb,b,test_ppl,5x,1,10,y\n")
+    with pytest.raises(AuditError, match=r"s.csv: column 'mean' has non-numeric value '5x' \(row 3\)"):
+        load_summaries(path)
+
+
+def test_student_p_from_summaries_is_undefined_below_two_runs_or_without_spread():
+    # one implementation (summaries.student_p_from_stats) behind the reproduction of printed p's:
+    # SciPy alone would give a number at n = 1 (df = 1 + 2 - 2) and p = nan with a warning at SD 0
+    from audit.stats.published import reproduce as rep
+    assert math.isnan(rep.student_p(5.0, 0.3, 1, 5.5, 0.2, 2))
+    assert math.isnan(rep.student_p(5.0, 0.0, 4, 5.5, 0.0, 4))
+    # hand-worked: pooled SD 1, t = 1 / sqrt(2/8) = 2, df = 14: p = 2 P(T_14 > 2) = 0.065288 (t tables)
+    assert rep.student_p(1.0, 1.0, 8, 0.0, 1.0, 8) == pytest.approx(0.065288, abs=1e-6)
 
 
 def test_page_opens_with_the_published_evidence(tmp_path, tables):
@@ -235,3 +249,68 @@ def test_a_plain_summary_table_is_enough(tmp_path):
     assert "m" not in judged.index
     listed = out["published_untestable"]
     assert (listed["kind"] == "single_run").any() and "test_ppl 56.07" in " ".join(listed["numbers"])
+
+
+def test_declared_families_expand_patterns_and_keep_absent_arms_as_not_run(tmp_path):
+    # issue 20: against ['gss_*', 'plif', 'plfi'] returned only the plif rows and Holm used m = 1
+    path = tmp_path / "s.csv"
+    path.write_text("corpus,head,metric,mean,sd,n,source\n"
+                    "ptb,softmax,test_ppl,57.08,0.10,10,x\nptb,gss_c0,test_ppl,57.02,0.13,10,x\n"
+                    "ptb,gss_c1,test_ppl,56.80,0.12,10,x\nptb,plif,test_ppl,56.81,0.11,10,x\n")
+    spec = {"family": "g", "baseline": "softmax", "against": ["gss_*", "plif", "plfi", "moc_*"],
+            "metrics": ["test_ppl"]}
+    config = {"published": {"comparisons": [{"set": "summaries", "compare": spec}]}}
+    comp = published_tables(config, SETTINGS, path=path)["published_comparisons"]
+    fam = comp[comp["family"] == "g"]
+    assert list(fam["head_a"]) == ["gss_c0", "gss_c1", "plif", "plfi", "moc_*"]
+    absent = fam[fam["head_a"].isin(["plfi", "moc_*"])]
+    assert (absent["verdict"] == "inconclusive").all() and absent["reason"].str.startswith("not run: no multi-seed row of").all()
+    assert (fam["family_size"] == 3).all() and (fam["family_dropped"] == 2).all()
+    assert set(fam["family_note"]) == {"m = 3 defined Welch tests of 5 rows; dropped: 2 not run"}
+    # Holm over the three defined Welch p's, computed here from the summaries (Welch-Satterthwaite)
+    def welch_p(m, s, m0=57.08, s0=0.10, n=10):
+        se2 = s ** 2 / n + s0 ** 2 / n
+        df = se2 ** 2 / ((s ** 2 / n) ** 2 / (n - 1) + (s0 ** 2 / n) ** 2 / (n - 1))
+        return 2 * stats.t.sf(abs(m - m0) / math.sqrt(se2), df)
+    raw = np.array([welch_p(57.02, 0.13), welch_p(56.80, 0.12), welch_p(56.81, 0.11)])
+    assert fam["p_adj"].to_numpy()[:3] == pytest.approx(raw_holm(raw), rel=1e-9)
+
+
+def test_a_claim_on_an_unstated_n_is_judged_over_every_n_that_reproduces_the_printed_p(tables):
+    # issue 20: LK-paper Table 5 was "supported" on an assumed n = 10 per arm, which does not
+    # reproduce the printed p = 0.62; the verdict must hold at every n that does, or not stand
+    claims = tables["published_claims"].set_index(["claim_id", "corpus"])
+    row = claims.loc[("mos-no-better-than-matched-softmax", "ptb")]
+    assert row["verdict"] == "inconclusive"
+    # independently: the (n_a, n_b) in 3..20 whose Student p rounds to 0.62 (SciPy from summaries)
+    keep = [(i, j) for i in range(3, 21) for j in range(3, 21)
+            if round(stats.ttest_ind_from_stats(56.39, 0.19, i, 56.45, 0.10, j).pvalue, 2) == 0.62]
+    assert keep == [(8, 3), (9, 3), (10, 3)]
+    assert "(8, 3), (9, 3), (10, 3)" in row["n_unstated"] and "inconclusive at every n of the set" in row["reason"]
+
+    def tost(i, j, margin=0.2):   # two one-sided Welch tests, hand-written from the summaries
+        va, vb = 0.19 ** 2 / i, 0.10 ** 2 / j
+        se, df = math.sqrt(va + vb), (va + vb) ** 2 / (va ** 2 / (i - 1) + vb ** 2 / (j - 1))
+        d = 56.39 - 56.45
+        return max(stats.t.sf((d + margin) / se, df), stats.t.cdf((d - margin) / se, df))
+    assert f"(10, 3) [welch p 0.495, tost p {tost(10, 3):.3g}]" in row["reason"] and f"{tost(10, 3):.3g}" == "0.0688"
+    assert (row["tost_p_min"], row["tost_p_max"]) == pytest.approx((tost(10, 3), tost(8, 3)), rel=1e-9)
+    comp = tables["published_comparisons"]
+    t5 = comp[comp["family"] == "LK-paper Table 5"].iloc[0]
+    assert t5["verdict"] == "inconclusive" and t5["n_set_tost_p_min"] == pytest.approx(tost(10, 3), rel=1e-9)
+    # a stated n is left alone
+    assert (comp[comp["family"] == "LK-paper Table 2"]["n_unstated"] == "").all()
+
+
+def test_without_a_printed_p_the_whole_range_is_tried_and_a_split_verdict_does_not_stand():
+    from audit.stats.published.unstated import n_pairs, over_set
+    row = dict(mean_a=1.0, sd_a=1.0, n_a=10, mean_b=0.0, sd_b=1.0, n_b=10, head_a="x", head_b="y",
+               n_basis_a="unstated", n_basis_b="10 random seeds", published_p="")
+    pairs, why = n_pairs(row, (3, 20))
+    assert pairs == [(i, 10) for i in range(3, 21)] and "no printed p" in why
+    rows = [dict(welch_p=0.01, tost_p=0.5), dict(welch_p=0.2, tost_p=0.6)]
+    verdict, reason = over_set([(10, 10), (3, 10)], [("supported", ""), ("inconclusive", "")], rows, why)
+    assert verdict == "inconclusive" and reason.startswith(
+        "depends on the unstated n: supported for n = (10, 10) [welch p 0.01, tost p 0.5]; inconclusive for n = (3, 10)")
+    with pytest.raises(AuditError, match="published.unstated_n"):
+        n_pairs(row, (5, 4))
