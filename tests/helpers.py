@@ -25,3 +25,18 @@ def comparable(metrics: dict) -> dict:
     out = {k: v for k, v in metrics.items() if k not in TIMING}
     out["log"] = [{k: v for k, v in row.items() if k not in TIMING} for row in metrics["log"]]
     return out
+
+
+def r_two_sample(case: str) -> tuple:
+    """(a, b, row) of tests/fixtures/r_golden_tests.csv: R's t.test, wilcox.test and TOST on two
+    literal samples (an independent reference for audit.stats.tests, which calls SciPy and
+    statsmodels). Empty cells are NaN: R found the statistic undefined."""
+    from pathlib import Path
+
+    import numpy as np
+    import pandas as pd
+
+    table = pd.read_csv(Path(__file__).parent / "fixtures" / "r_golden_tests.csv").set_index("case")
+    row = table.loc[case]
+    a, b = (np.array([float(v) for v in row[k].split(";")]) for k in ("a", "b"))
+    return a, b, row

@@ -24,7 +24,7 @@ def test_cpu_run_prints_every_figure_and_exits_0(capsys):
     if torch.cuda.is_available():
         import pytest
 
-        pytest.skip("on a GPU this would run the full-size benchmark")
+        pytest.skip("CUDA is present: on a GPU this would run the full-size benchmark")
     assert gpu.main(["--families", "softmax,mos", "--concurrency", "1,2", "--steps", "2", "--warmup", "1"]) == 0
     out = capsys.readouterr().out
     assert "cpu, tiny model (CI check: no GPU figure)" in out

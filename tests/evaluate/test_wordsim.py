@@ -5,10 +5,7 @@ and computes Spearman's rho as the Pearson correlation of average ranks (scipy.s
 so it shares no code with the module under test.
 """
 
-from pathlib import Path
-
 import numpy as np
-import pandas as pd
 import pytest
 import scipy.spatial.distance
 import scipy.stats
@@ -16,9 +13,6 @@ import torch
 
 from audit.evaluate import wordsim
 from audit.errors import AuditError
-
-MIRROR = Path("/work/shared/data/wordsim")
-PTB_TRAIN = Path("/work/shared/data/ptb/train.txt")
 
 WORDS = ["car", "automobile", "gem", "jewel", "tiger", "cat", "money", "cash", "bank", "river",
          "noon", "midday"]
@@ -153,29 +147,29 @@ PTB_MISSING = {
 }
 
 
-@pytest.mark.skipif(not MIRROR.is_dir(), reason="data mirror not available")
-def test_mirror_pair_counts():
-    benchmarks = wordsim.load_benchmarks(MIRROR)
+def test_mirror_pair_counts(mirror):
+    benchmarks = wordsim.load_benchmarks(mirror / "wordsim")
     assert {name: len(frame) for name, frame in benchmarks.items()} == DISTINCT_PAIRS
     assert list(benchmarks) == sorted(DISTINCT_PAIRS)
 
 
-@pytest.mark.skipif(not (MIRROR.is_dir() and PTB_TRAIN.is_file()), reason="data mirror not available")
-def test_mirror_ptb_vocabulary_misses_match_paper():
-    vocab = sorted(set(PTB_TRAIN.read_text().split()) | {"<eos>"})
+def test_mirror_ptb_vocabulary_misses_match_paper(mirror):
+    vocab = sorted(set((mirror / "ptb" / "train.txt").read_text().split()) | {"<eos>"})
     vectors = np.random.default_rng(13).standard_normal((len(vocab), 8))
-    table = wordsim.evaluate(vectors, vocab, MIRROR)
+    table = wordsim.evaluate(vectors, vocab, mirror / "wordsim")
     assert len(table) == 13
     missing = dict(zip(table["benchmark"], table["pairs"] - table["found"]))
     assert missing == PTB_MISSING
 
 
-def test_pairs_and_scores_equal_the_two_functions(mirror):
-    from audit.evaluate import wordsim as ws
-
-    rng = np.random.default_rng(7)
-    vocab = ["money", "cash", "king", "queen", "car", "automobile", "tiger", "cat", "bank"]
-    vectors = rng.standard_normal((len(vocab), 5))
-    pairs, scores = ws.pairs_and_scores(vectors, vocab, mirror / "wordsim")
-    pd.testing.assert_frame_equal(pairs, ws.pair_similarities(vectors, vocab, mirror / "wordsim"))
-    pd.testing.assert_frame_equal(scores, ws.evaluate(vectors, vocab, mirror / "wordsim"))
+def test_pairs_and_scores_match_the_independent_computation(embedding, bench_dir):
+    # both tables at once, each against the hand-listed pairs and the independent rho (not
+    # against evaluate() or pair_similarities(), which return these very tables)
+    pairs, scores = wordsim.pairs_and_scores(embedding, WORDS, bench_dir)
+    for name, found in (("EN-A", A_FOUND), ("EN-B", B_FOUND)):
+        got = pairs[pairs["benchmark"] == name]
+        assert list(zip(got["word1"], got["word2"], got["gold"])) == found
+        cos, rho = _expected(embedding, found)
+        np.testing.assert_allclose(got["cosine"].to_numpy(), cos, rtol=1e-12)
+        assert scores.set_index("benchmark")["spearman"][name] == pytest.approx(rho, abs=1e-12)
+    assert list(scores["found"]) == [6, 5, 1] and np.isnan(scores["spearman"].iloc[2])

@@ -91,12 +91,9 @@ def test_entry_model_config_resolves_matching():
         entry_model_config(study, study["heads"][1], 10000)
 
 
-def test_pinned_vocab_sizes_match_the_mirror():
+def test_pinned_vocab_sizes_match_the_mirror(mirror):
     from audit.data.corpus import tokenise
 
-    mirror = ROOT.parent / "shared" / "data"
-    if not (mirror / "ptb" / "train.txt").is_file():
-        pytest.skip("no data mirror")
     for corpus, size in PINNED_VOCAB.items():
         assert len(set(tokenise(mirror / corpus / "train.txt"))) == size
 

@@ -33,20 +33,31 @@ def runs():
     return pd.DataFrame(rows)
 
 
-def test_run_level_matches_scipy(runs):
+def _pearson(x, y):
+    """Pearson r written out (np.corrcoef), its t-test p on n - 2 df and the Fisher-z 95% CI:
+    a second method beside the SciPy calls the module makes."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    n, r = len(x), np.corrcoef(x, y)[0, 1]
+    p = 2 * stats.t.sf(abs(r) * np.sqrt((n - 2) / (1 - r * r)), n - 2)
+    half = stats.norm.ppf(0.975) / np.sqrt(n - 3)
+    return r, p, (np.tanh(np.arctanh(r) - half), np.tanh(np.arctanh(r) + half))
+
+
+def test_run_level_matches_the_formulas(runs):
     spec = {"name": "c", "x": "press_rank", "y": "test_ppl"}
     t = correlations_table(runs, {"correlations": [spec]}, FAST)
     assert list(t.columns) == COLUMNS
     row = t[t.level == "runs"].iloc[0]
     ok = runs[runs.status == "ok"]
-    ref = stats.pearsonr(ok.press_rank, ok.test_ppl)
+    r, p, ci = _pearson(ok.press_rank, ok.test_ppl)
     assert (row.n, row.n_excluded, row.post_hoc) == (40, 1, False)
-    assert row.pearson_r == pytest.approx(ref.statistic) and row.pearson_p == pytest.approx(ref.pvalue)
-    ci = ref.confidence_interval(0.95)                     # SciPy's CI is the Fisher-z one
-    assert (row.pearson_ci_low, row.pearson_ci_high) == pytest.approx((ci.low, ci.high))
-    sp = stats.spearmanr(ok.press_rank, ok.test_ppl)
-    assert row.spearman_rho == pytest.approx(sp.statistic) and row.spearman_p == pytest.approx(sp.pvalue)
-    assert row.pearson_perm_p == pytest.approx(ref.pvalue, abs=0.02) or ref.pvalue < 1e-3 > row.pearson_perm_p
+    # the formulas and the module's SciPy route agree to ~1e-12: pytest.approx's rel=1e-6 is ample
+    assert row.pearson_r == pytest.approx(r) and row.pearson_p == pytest.approx(p)
+    assert (row.pearson_ci_low, row.pearson_ci_high) == pytest.approx(ci)
+    # Spearman = Pearson of average ranks; n = 40 > 9: the t approximation
+    rho, p_rho, _ = _pearson(stats.rankdata(ok.press_rank), stats.rankdata(ok.test_ppl))
+    assert row.spearman_rho == pytest.approx(rho) and row.spearman_p == pytest.approx(p_rho)
+    assert row.pearson_perm_p == pytest.approx(p, abs=0.02) or p < 1e-3 > row.pearson_perm_p
 
 
 def test_head_means_level(runs):
@@ -54,7 +65,7 @@ def test_head_means_level(runs):
     row = t[t.level == "head_means"].iloc[0]
     means = runs[runs.status == "ok"].groupby("head")[["press_rank", "test_ppl"]].mean()
     assert row.n == 5
-    assert row.pearson_r == pytest.approx(stats.pearsonr(means.press_rank, means.test_ppl).statistic)
+    assert row.pearson_r == pytest.approx(_pearson(means.press_rank, means.test_ppl)[0])
     # two-sided as P(|r*| >= |r|) (SciPy's default doubles the smaller tail instead)
     exact = stats.permutation_test((means.test_ppl.to_numpy(),),
                                    lambda v: abs(stats.pearsonr(means.press_rank, v).statistic),
@@ -74,7 +85,7 @@ def test_partial_correlation_equals_ols_with_family_dummies(runs):
     # the partial r from residuals of both variables on the family dummy
     rx = sm.OLS(ok.press_rank.to_numpy(), sm.add_constant(dummy)).fit().resid
     ry = sm.OLS(ok.test_ppl.to_numpy(), sm.add_constant(dummy)).fit().resid
-    assert row.pearson_r == pytest.approx(stats.pearsonr(rx, ry).statistic)
+    assert row.pearson_r == pytest.approx(_pearson(rx, ry)[0])
     assert row.n_families == 2 and "mos" in row.controls
     lo, hi = fisher_ci(row.pearson_r, 40, 0.95, n_controls=1)
     assert (row.pearson_ci_low, row.pearson_ci_high) == pytest.approx((lo, hi))
@@ -97,7 +108,7 @@ def test_window_rows_are_post_hoc_and_beside_unrestricted(runs):
     inside = runs[(runs.status == "ok") & runs.test_ppl.between(56.5, 57.6)]
     assert w.n == len(inside) and w.n_outside_window == 40 - len(inside)
     assert w.restriction == "test_ppl in [56.5, 57.6]"
-    assert w.pearson_r == pytest.approx(stats.pearsonr(inside.press_rank, inside.test_ppl).statistic)
+    assert w.pearson_r == pytest.approx(_pearson(inside.press_rank, inside.test_ppl)[0])
 
 
 def test_degenerate_inputs_give_nan_with_note():

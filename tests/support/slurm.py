@@ -1,7 +1,7 @@
 """A real one-node SLURM cluster on this machine, for tests/test_slurm.py.
 
-Debian's ``slurmctld``, ``slurmd`` and ``munge`` (installed with apt-get where missing; CI runs
-as root), one node with the machine's real CPUs and memory (``slurmd -C``), ``select/cons_tres``,
+Debian's ``slurmctld``, ``slurmd`` and ``munge`` (installed by ``apt-install`` beside this file where
+missing; CI runs as root), one node with the machine's real CPUs and memory (``slurmd -C``), ``select/cons_tres``,
 no accounting (no slurmdbd: ``sacct`` fails, as on clusters without it). Every daemon runs in the
 foreground as a child of the test, with its state, logs, munge key and socket under a temporary
 folder and its ports picked free, and is stopped by pid.
@@ -26,6 +26,7 @@ PACKAGES = ["slurmctld", "slurmd", "slurm-client", "munge"]
 BINARIES = ["slurmctld", "slurmd", "munged", "sbatch", "squeue", "scontrol", "scancel", "sinfo", "srun"]
 CONF = Path("/etc/slurm/slurm.conf")
 MARKER = "# written by bottleneck-audit tests/support/slurm.py"
+APT_INSTALL = Path(__file__).with_name("apt-install")
 DAEMONS = ("slurmctld", "slurmscriptd", "slurmd", "slurmstepd", "munged")
 
 
@@ -34,22 +35,18 @@ def _which(name: str) -> str | None:
 
 
 def install() -> str | None:
-    """Install SLURM and munge where missing; None when ready, else why it cannot be."""
+    """Install SLURM and munge where missing (tests/support/apt-install, which waits for the
+    dpkg lock); None when ready, else one line saying what could not be installed and why."""
     if all(_which(b) for b in BINARIES):
         return None
-    if os.geteuid() != 0:
-        return f"SLURM is not installed and installing it needs root (missing: {[b for b in BINARIES if not _which(b)]})"
-    if not shutil.which("apt-get"):
-        return "SLURM is not installed and this system has no apt-get"
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for cmd in (["apt-get", "update", "-qq"],
-                ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *PACKAGES]):
-        try:
-            done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
-        except subprocess.TimeoutExpired:
-            return f"`{' '.join(cmd)}` did not finish in 900 s"
-        if done.returncode != 0:
-            return f"`{' '.join(cmd)}` failed: {(done.stderr or done.stdout).strip()[-500:]}"
+    try:
+        done = subprocess.run(["bash", str(APT_INSTALL), "--no-install-recommends", *PACKAGES],
+                              capture_output=True, text=True, timeout=1800)
+    except subprocess.TimeoutExpired:
+        return f"could not install {' '.join(PACKAGES)}: {APT_INSTALL.name} did not finish in 1800 s"
+    if done.returncode != 0:
+        lines = (done.stderr or done.stdout).strip().splitlines()
+        return lines[-1] if lines else f"could not install {' '.join(PACKAGES)}: exit {done.returncode}"
     missing = [b for b in BINARIES if not _which(b)]
     return f"installed {PACKAGES} but still missing {missing}" if missing else None
 

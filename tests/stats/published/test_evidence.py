@@ -1,6 +1,7 @@
 """The published record: the data file, statistics from summaries, reproduction of every printed
-p-value, and the published claims/untestable tables. Golden values come from SciPy/statsmodels
-applied independently (from the summaries, or to samples with exactly the printed mean and SD)."""
+p-value, and the published claims/untestable tables. Golden values come from R's t.test on
+samples with exactly the printed mean and SD (tests/fixtures/r_golden.R) and from the pooled
+t-test written out by hand; the module itself calls SciPy/statsmodels."""
 
 import math
 import subprocess
@@ -11,7 +12,6 @@ import numpy as np
 import pandas as pd
 import pytest
 from scipy import optimize, stats
-from statsmodels.stats.weightstats import ttost_ind
 
 from audit.config import read_claims_file
 from audit.errors import AuditError
@@ -21,9 +21,17 @@ from audit.stats.published.evidence import PUBLISHED_CSV, load_published, publis
 from audit.stats.published.reproduce import reproduce, sig_digits
 from audit.stats.published.summaries import (NEEDS_RAW, compare_summary, delta_ci, load_summaries,
                                        tost_from_stats, welch_from_stats)
+from helpers import r_two_sample
 
 ROOT = Path(__file__).resolve().parents[3]
 SETTINGS = Settings()
+
+
+def pooled_p(mean_a, sd_a, n_a, mean_b, sd_b, n_b):
+    """Two-sided Student p from summaries, written out (pooled variance, n_a + n_b - 2 df)."""
+    pooled = ((n_a - 1) * sd_a ** 2 + (n_b - 1) * sd_b ** 2) / (n_a + n_b - 2)
+    t = (mean_a - mean_b) / math.sqrt(pooled * (1 / n_a + 1 / n_b))
+    return 2 * stats.t.sf(abs(t), n_a + n_b - 2)
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +75,7 @@ def test_every_published_p_reproduces_but_the_table5_one(pub, tables):
     for _, r in printed.iterrows():
         b = pub[(pub["set"] == r["set"]) & (pub["corpus"] == r["corpus"]) & (pub["head"] == r["p_vs"])
                 & (pub["metric"] == r["metric"])].iloc[0]
-        p = stats.ttest_ind_from_stats(r["mean"], r["sd"], 10, b["mean"], b["sd"], 10).pvalue
+        p = pooled_p(r["mean"], r["sd"], 10, b["mean"], b["sd"], 10)
         digits = sig_digits(r["published_p"])
         same = float(f"{p:.{digits - 1}e}") == float(f"{float(r['published_p']):.{digits - 1}e}")
         row = rows[(rows["corpus"] == r["corpus"]) & (rows["head_a"] == r["head"])].iloc[0]
@@ -80,7 +88,7 @@ def test_the_unreproducible_p_and_the_n_that_would_give_it():
     ok, text = reproduce(56.39, 0.19, 10, 56.45, 0.10, 10, "0.62")
     assert not ok and "0.389" in text
     # independently: equal n = 3 gives 0.654 and n = 4 0.596, so no equal n gives 0.62 ...
-    p = lambda n, m=None: stats.ttest_ind_from_stats(56.39, 0.19, n, 56.45, 0.10, m or n).pvalue
+    p = lambda n, m=None: pooled_p(56.39, 0.19, n, 56.45, 0.10, m or n)
     assert round(p(3), 3) == 0.654 and round(p(4), 3) == 0.596
     assert f"{optimize.brentq(lambda n: p(n) - 0.62, 3, 4):.2f}" in text
     # ... but 10 MoS-dagger runs against 3 Softmax-double-dagger runs do
@@ -91,11 +99,13 @@ def test_the_unreproducible_p_and_the_n_that_would_give_it():
 def test_welch_tost_and_g_from_summaries_match_the_raw_sample_versions():
     a, b = exact_sample(56.81, 0.11, 10, 1), exact_sample(57.08, 0.10, 12, 2)
     w = welch_from_stats(56.81, 0.11, 10, 57.08, 0.10, 12)
-    raw = raw_tests.welch(a, b)
-    for key in ("t", "df", "p", "ci_low", "ci_high"):
-        assert w[key] == pytest.approx(raw[key], rel=1e-9)
+    _, _, r = r_two_sample("exact_summaries")  # R's t.test on samples with exactly these summaries
+    # R prints 15 digits and builds t from the samples: agreement to ~1e-12, so rel=1e-9
+    for key, col in (("t", "welch_t"), ("df", "welch_df"), ("p", "welch_p"), ("ci_low", "ci_low"),
+                     ("ci_high", "ci_high")):
+        assert w[key] == pytest.approx(r[col], rel=1e-9)
     tost = tost_from_stats(56.81, 0.11, 10, 57.08, 0.10, 12, 0.3)
-    assert tost == pytest.approx(ttost_ind(a, b, -0.3, 0.3, usevar="unequal")[0], rel=1e-9)
+    assert tost == pytest.approx(r.tost_p, rel=1e-9)
     row = compare_summary(dict(mean=56.81, sd=0.11, n=10), dict(mean=57.08, sd=0.10, n=12), True, 0.3, SETTINGS)
     assert row["hedges_g"] == pytest.approx(float(raw_tests.hedges_g(a, b)), rel=1e-9)
     assert row["student_p"] == pytest.approx(raw_tests.student_p(a, b), rel=1e-9)
@@ -244,7 +254,7 @@ def test_a_plain_summary_table_is_enough(tmp_path):
                "expect": "lower"}]
     out = published_tables({"claims": claims, "published": {}}, SETTINGS, path)
     judged = out["published_claims"].set_index("claim_id")
-    ref = stats.ttest_ind_from_stats(56.81, 0.11, 10, 57.08, 0.10, 10, equal_var=False).pvalue
+    ref = r_two_sample("exact_summaries_10")[2].welch_p   # R's Welch t.test on exact samples
     assert judged.loc["p", "verdict"] == "supported" and judged.loc["p", "p"] == pytest.approx(ref, rel=1e-9)
     assert "m" not in judged.index
     listed = out["published_untestable"]
