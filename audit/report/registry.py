@@ -53,7 +53,7 @@ from audit.report.builders import Sources
 KINDS = {"table": ("tables", "csv"), "figure": ("figures", "svg")}
 # The shell command of every generated report rule (rules/report.smk); params from the entry.
 SHELL = "python -m audit report {params.kind} --name {params.name} {params.arguments} --out {output} > {log} 2>&1"
-MAKERS = ("report", "stats", "synthetic", "published")
+MAKERS = ("report", "stats", "synthetic", "published", "baselines")
 
 
 @dataclass(frozen=True)
@@ -182,7 +182,8 @@ class Output:
     def rule(self) -> str:
         """The Snakemake rule that makes it."""
         return {"report": f"report_{self.kind}_{self.name}", "stats": f"stats_{self.name}",
-                "synthetic": f"synthetic_{self.kind}", "published": "stats_published"}[self.made_by]
+                "synthetic": f"synthetic_{self.kind}", "published": "stats_published",
+                "baselines": "baselines"}[self.made_by]
 
     @property
     def caption_file(self) -> str | None:
@@ -238,6 +239,9 @@ REGISTRY: tuple[Output, ...] = (
     Output("published_comparisons", "table", **_PUBLISHED),
     Output("published_claims", "table", **_PUBLISHED),
     Output("published_untestable", "table", **_PUBLISHED),
+    # unigram and add-k bigram perplexity per corpus and vocabulary (rules/stats.smk, rule baselines:
+    # python -m audit baselines); the statistics read it for the guard (audit/stats/guard.py)
+    Output("baselines", "table", made_by="baselines", caption="table_baselines.rst"),
     # statistics tables (rules/stats.smk, python -m audit stats)
     Output("comparisons", "table", **_STATS),
     Output("correlations", "table", **_STATS),
