@@ -35,6 +35,7 @@ SECTION_TITLES = [  # anchor -> table-of-contents entry, in page order
 WARNING_TITLES = {
     "failed": "Failed or diverged runs", "too_few_seeds": "Too few seeds",
     "non_normal": "Non-normal samples", "unconverged": "Possibly unconverged models",
+    "far_from_converged": "Arms far from converged",
     "excluded": "Exclusions",
 }
 
