@@ -6,7 +6,8 @@
                           [--table published_comparisons ...]
 
 Writes one CSV per table into DIR (``comparisons.csv``, ``correlations.csv``,
-``wordsim_wins.csv``, ``wordsim_diffs.csv``, ``claims.csv``); ``--table`` restricts to the
+``wordsim_wins.csv``, ``wordsim_diffs.csv``, ``claims.csv``; on request ``evidence_claims.csv``:
+the claims on the config's further runs tables, ``audit.stats.sources``); ``--table`` restricts to the
 named tables (Snakemake runs one rule per table). The ``published_*`` tables
 (``audit.stats.published.evidence``) come from summary rows (corpus, head, metric, mean, sd, n, source) instead
 of runs: ``--summaries``, else the config's ``published.data``, else the packaged
@@ -25,12 +26,13 @@ import pandas as pd
 
 from audit.errors import AuditError
 from audit.evaluate.baselines import load_baselines
-from audit.stats import claims, comparisons, correlations, guard, wordsim
+from audit.stats import claims, comparisons, correlations, guard, sources, wordsim
 from audit.stats.published import evidence
 from audit.stats.io import (PAIR_COLUMNS, Settings, load_config, load_pairs, load_runs, note,
                              write_table)
 
 TABLES = ("comparisons", "correlations", "wordsim_wins", "wordsim_diffs", "claims")
+EVIDENCE_TABLES = ("evidence_claims",)   # only on request: a study with an `evidence:` list
 PUBLISHED_TABLES = ("published_comparisons", "published_claims", "published_untestable")
 
 
@@ -41,8 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
                                        "published.data, else audit/data/published.csv)")
     p.add_argument("--config", required=True, help="study config YAML (comparisons/correlations/claims/stats)")
     p.add_argument("--out", required=True, help="directory to write <table>.csv into")
-    p.add_argument("--table", action="append", choices=TABLES + PUBLISHED_TABLES, metavar="NAME",
-                   help=f"write only this table (repeatable): {', '.join(TABLES + PUBLISHED_TABLES)}")
+    p.add_argument("--table", action="append", choices=TABLES + EVIDENCE_TABLES + PUBLISHED_TABLES,
+                   metavar="NAME", help=f"write only this table (repeatable): "
+                                        f"{', '.join(TABLES + EVIDENCE_TABLES + PUBLISHED_TABLES)}")
     p.add_argument("--wordsim-pairs", help="per-pair word-similarity CSV (needed by wordsim_diffs)")
     p.add_argument("--baselines", help="baselines.csv (python -m audit baselines): comparisons and claims drawn "
                                        "from an arm below its unigram are labelled not informative (audit.stats.guard)")
