@@ -16,6 +16,7 @@ VERBS = {
     "evaluate": "audit.evaluate.run",     # test perplexity, log-P spectrum, word similarity
     "collect": "audit.runs_table",        # gather per-run metrics into the runs table
     "stats": "audit.stats.cli",           # one statistics table from the runs table
+    "baselines": "audit.evaluate.baselines",  # unigram and add-k bigram perplexity of each corpus
     "sequential": "audit.stats.sequential.interim",  # interim analysis of a group-sequential seeds schedule
     "report": "audit.report.cli",         # report tables, figures, provenance and the HTML audit
     "params": "audit.model.params",       # print parameter counts of a config's heads

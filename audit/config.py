@@ -31,10 +31,10 @@ SCHEMA_PATH = Path(__file__).resolve().parent.parent / "configs" / "schema.yaml"
 # they stay out of a run's settings, so changing them never makes finished runs look out of date
 STUDY_WIDE_TRAIN_KEYS = ("runs_per_gpu",)
 # sections of a study that `python -m audit stats` reads (rules/stats.smk writes them out)
-STATS_SECTIONS = ("comparisons", "correlations", "claims", "claims_file", "stats", "published")
+STATS_SECTIONS = ("comparisons", "correlations", "claims", "claims_file", "stats", "published", "evidence")
 # what a schema cannot say: these keys name their entries uniquely within a section
 _UNIQUE = {"comparisons": ("family", "comparisons family"), "correlations": ("name", "correlation"),
-           "claims": ("id", "claim id")}
+           "claims": ("id", "claim id"), "evidence": ("name", "evidence source")}
 
 
 @functools.lru_cache(maxsize=1)
@@ -348,7 +348,7 @@ def stats_sections(config: dict) -> dict:
         claims += read_claims_file(path, taken=[c["id"] for c in claims])
     return {"study": config["study"], "comparisons": config["comparisons"],
             "correlations": config["correlations"], "claims": claims, "stats": config["stats"],
-            "published": config.get("published")}
+            "published": config.get("published"), "evidence": config.get("evidence") or []}
 
 
 def write_yaml(data: dict, path: str | Path) -> None:

@@ -103,7 +103,7 @@ def run_dirs_param():
 
 def report_entry_inputs(entry):
     """The input: of a registry entry's rule (rules/report.smk): per-run inputs through run_files."""
-    paths = entry.input_paths(REPORTS, RESULTS, [] if SEQUENTIAL else run_dirs())
+    paths = entry.input_paths(REPORTS, RESULTS, [] if SEQUENTIAL else run_dirs(), config)
     if SEQUENTIAL:
         for key in paths:
             if _report_registry.INPUTS[key].per_run:

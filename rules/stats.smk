@@ -58,6 +58,9 @@ for _table in STATS_TABLES:
             runs=f"{REPORTS}/runs.csv",
             pairs=f"{RESULTS}/wordsim_pairs.csv",
             config=f"{RESULTS}/stats_config.yaml",
+            baselines=f"{REPORTS}/tables/baselines.csv",
+            # the further runs tables of `evidence:` (rerun when one changes)
+            evidence=[e["runs"] for e in config["evidence"]] if _table == "evidence_claims" else [],
         output:
             report(f"{REPORTS}/tables/{_table}.csv", caption="../report/table_stats.rst",
                    category="Statistics", labels={"table": _table}),
@@ -67,4 +70,29 @@ for _table in STATS_TABLES:
             f"logs/{STUDY}/stats/{_table}.log",
         shell:
             "python -m audit stats --runs {input.runs} --config {input.config} "
-            "--wordsim-pairs {input.pairs} --out {REPORTS}/tables --table {params.table} > {log} 2>&1"
+            "--wordsim-pairs {input.pairs} --baselines {input.baselines} --out {REPORTS}/tables "
+            "--table {params.table} > {log} 2>&1"
+
+
+def baselines_arguments():
+    """--corpus NAME=FILE of every corpus (the runs' own id files) and the runs' token limits."""
+    limits = config["data"]["max_tokens"] or {}
+    parts = [f"--corpus {c}={CORPUS_FILE.format(corpus=c)}" for c in config["data"]["corpora"]]
+    parts += [f"--max-{split} {limits[split]}" for split in ("valid", "test") if limits.get(split)]
+    return " ".join(parts)
+
+
+# The count baselines every run must beat (audit/evaluate/baselines.py), on the runs' own corpus
+# files and test tokens; the comparisons and claims read it to label uninformative verdicts.
+rule baselines:
+    input:
+        expand(CORPUS_FILE, corpus=config["data"]["corpora"]),
+    output:
+        report(f"{REPORTS}/tables/baselines.csv", caption="../report/table_baselines.rst",
+               category="Statistics", labels={"table": "baselines"}),
+    params:
+        arguments=baselines_arguments(),
+    log:
+        f"logs/{STUDY}/stats/baselines.log",
+    shell:
+        "python -m audit baselines {params.arguments} --out {output} > {log} 2>&1"

@@ -119,6 +119,24 @@ def warnings(src: Sources):
     return find_warnings(src.runs(), src.yaml("stats_config"), src.csv("comparisons"), src.csv("correlations"))
 
 
+def cross_scale(src: Sources):
+    """The verdict matrix (audit.report.scales): published, this study, each further runs table."""
+    from audit.evaluate.baselines import load_baselines
+    from audit.report.scales import PUBLISHED_SCALE, cross_scale_table, runs_scale
+    from audit.stats.io import load_runs
+
+    baselines = load_baselines(src.path("baselines")) if src.path("baselines") else None
+    sources = [("published", src.csv("published_claims"), PUBLISHED_SCALE, "pub-claim-"),
+               ("this study", src.csv("claims"), runs_scale(src.runs(), baselines), "claim-")]
+    further = src.csv("evidence_claims")
+    for entry in src.yaml("stats_config").get("evidence") or []:
+        claims = further[further["source"] == entry["name"]] if further is not None else None
+        scale = runs_scale(load_runs(entry["runs"]), baselines)
+        text = f"{entry['description']}: {scale}" if entry.get("description") else scale
+        sources.append((entry["name"], claims, text, ""))
+    return cross_scale_table(sources)
+
+
 def sequential(src: Sources):
     """The group-sequential history (audit.stats.sequential.history.history_table) of the decisions file."""
     import json

@@ -6,6 +6,9 @@ Kinds (the ``kind`` column):
 - ``non_normal``: Shapiro-Wilk rejects normality (at ``stats.alpha``) for an arm of a compared
   metric, where the t-tests lean on normality; only for n >= 3 (the test's minimum);
 - ``unconverged``: a run's best validation epoch is its last epoch, so it was still improving;
+- ``far_from_converged``: an arm's median relative validation gain over its last epoch
+  (``valid_gain_last``) exceeds ``stats.converged_gain``; the detail gives that median and the
+  epochs at which NT-ASGD switched (``asgd_epoch``, "never" for runs that never switched);
 - ``excluded``: values a table dropped or excluded (missing metrics, comparisons dropped from a
   Holm family, counted by reason: not run, too few seeds, failed runs, undefined p-value; runs
   outside a declared correlation window).
@@ -78,8 +81,34 @@ def find_warnings(runs: pd.DataFrame, config: dict, comparisons: pd.DataFrame | 
             if pd.notna(best) and pd.notna(last) and int(best) == int(last):
                 rows.append(_row("unconverged", f"best validation epoch = last epoch ({int(last)}): "
                                  "still improving when training stopped (see the learning curves figure, #fig-learning-curves)", run.corpus, run.head, run.seed))
+    rows += far_from_converged(ok, settings)
     rows += _exclusions(comparisons, correlations)
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def far_from_converged(ok: pd.DataFrame, settings: Settings) -> list[dict]:
+    """One warning per arm whose median ``valid_gain_last`` over its ok runs exceeds
+    ``settings.converged_gain``: still gaining that much per epoch, its perplexity is far from
+    where the model would end, and its verdicts speak for this budget only."""
+    if "valid_gain_last" not in ok:
+        return []
+    rows = []
+    for (corpus, head), group in ok.groupby(["corpus", "head"], sort=True):
+        gains = pd.to_numeric(group["valid_gain_last"], errors="coerce").dropna()
+        if gains.empty or gains.median() <= settings.converged_gain:
+            continue
+        switched = "not recorded"
+        if "asgd_epoch" in group:
+            epochs = pd.to_numeric(group["asgd_epoch"], errors="coerce")
+            counts = epochs.dropna().astype(int).value_counts().sort_index()
+            parts = [f"epoch {e} ({c} run{'s' if c > 1 else ''})" for e, c in counts.items()]
+            never = int(epochs.isna().sum())
+            switched = ", ".join(parts + ([f"never ({never} run{'s' if never > 1 else ''})"] if never else []))
+        rows.append(_row("far_from_converged",
+                         f"median relative valid-ppl gain of the last epoch {gains.median():.1%} (n = {len(gains)}) "
+                         f"> stats.converged_gain {settings.converged_gain:.1%}; NT-ASGD switched: {switched}",
+                         corpus, head, metric="valid_gain_last"))
+    return rows
 
 
 def _exclusions(comparisons: pd.DataFrame | None, correlations: pd.DataFrame | None) -> list[dict]:

@@ -53,7 +53,7 @@ from audit.report.builders import Sources
 KINDS = {"table": ("tables", "csv"), "figure": ("figures", "svg")}
 # The shell command of every generated report rule (rules/report.smk); params from the entry.
 SHELL = "python -m audit report {params.kind} --name {params.name} {params.arguments} --out {output} > {log} 2>&1"
-MAKERS = ("report", "stats", "synthetic", "published")
+MAKERS = ("report", "stats", "synthetic", "published", "baselines")
 
 
 @dataclass(frozen=True)
@@ -85,6 +85,12 @@ INPUTS = {
     "metrics": Input("--run-dirs", "metrics.json", per_run=True),
     "sequential": Input("--sequential", "{results}/sequential/decisions.json",
                         help="decisions.json of a sequential study (rules/sequential.smk)"),
+    "claims": Input("--claims", "{reports}/tables/claims.csv", help="claims.csv"),
+    "published_claims": Input("--published-claims", "{reports}/tables/published_claims.csv",
+                              help="published_claims.csv"),
+    "evidence_claims": Input("--evidence-claims", "{reports}/tables/evidence_claims.csv",
+                             help="evidence_claims.csv (the config's further runs tables)"),
+    "baselines": Input("--baselines", "{reports}/tables/baselines.csv", help="baselines.csv"),
 }
 RUN_DIRS_FLAG = "--run-dirs"  # every per-run input reaches the CLI as the run folders
 
@@ -151,6 +157,21 @@ def has_published(config: dict) -> bool:
     return config.get("published") is not None
 
 
+def has_evidence(config: dict) -> bool:
+    """The study names further runs tables (``evidence:``) to judge its claims on."""
+    return has_runs(config) and bool(config.get("evidence"))
+
+
+def cross_scale_inputs(config: dict) -> tuple[str, ...]:
+    """The cross-scale table's inputs that exist only in some studies."""
+    return (("published_claims",) if has_published(config) else ()) + (
+        ("evidence_claims",) if has_evidence(config) else ())
+
+
+def _no_inputs(config: dict) -> tuple[str, ...]:
+    return ()
+
+
 def has_synthetic(config: dict) -> bool:
     """The study has a ``synthetic:`` section with at least one fit."""
     if config.get("synthetic") is None:
@@ -172,6 +193,8 @@ class Output:
     when: Callable[[dict], bool] = has_runs
     caption: str | None = None
     made_by: str = "report"
+    # config -> further keys of INPUTS, for inputs that only some studies make (never per-run)
+    extra_inputs: Callable[[dict], tuple[str, ...]] = _no_inputs
 
     def path(self, reports: str) -> str:
         """The file this entry writes under ``reports/<study>``."""
@@ -182,7 +205,8 @@ class Output:
     def rule(self) -> str:
         """The Snakemake rule that makes it."""
         return {"report": f"report_{self.kind}_{self.name}", "stats": f"stats_{self.name}",
-                "synthetic": f"synthetic_{self.kind}", "published": "stats_published"}[self.made_by]
+                "synthetic": f"synthetic_{self.kind}", "published": "stats_published",
+                "baselines": "baselines"}[self.made_by]
 
     @property
     def caption_file(self) -> str | None:
@@ -191,10 +215,16 @@ class Output:
             return self.caption or None
         return f"{self.kind}_{self.name}.rst"
 
-    def input_paths(self, reports: str, results: str, run_dirs: list[str]) -> dict[str, str | list[str]]:
-        """Snakemake ``input:`` of the rule: key -> path, or per-run paths."""
+    def input_keys(self, config: dict | None = None) -> tuple[str, ...]:
+        """``inputs`` and, given the study config, its ``extra_inputs``."""
+        return self.inputs + (tuple(self.extra_inputs(config)) if config is not None else ())
+
+    def input_paths(self, reports: str, results: str, run_dirs: list[str],
+                    config: dict | None = None) -> dict[str, str | list[str]]:
+        """Snakemake ``input:`` of the rule: key -> path, or per-run paths (the extra inputs
+        only when the study config is given)."""
         paths: dict[str, str | list[str]] = {}
-        for key in self.inputs:
+        for key in self.input_keys(config):
             spec = INPUTS[key]
             if spec.per_run:
                 paths[key] = [f"{d}/{spec.path}" for d in run_dirs]
@@ -213,8 +243,8 @@ class Output:
         parts = []
         if self.per_run:
             parts += [RUN_DIRS_FLAG, *map(shlex.quote, run_dirs)]
-        paths = self.input_paths(reports, results, run_dirs)
-        for key in self.inputs:
+        paths = self.input_paths(reports, results, run_dirs, config)
+        for key in self.input_keys(config):
             if not INPUTS[key].per_run:
                 parts += [INPUTS[key].flag, shlex.quote(paths[key])]
         for name, value in self.options(config).items():
@@ -234,16 +264,23 @@ _PUBLISHED = dict(made_by="published", caption="table_published.rst", when=has_p
 
 # In page order within each kind.
 REGISTRY: tuple[Output, ...] = (
+    # the verdict matrix: every claim, one column per evidence source with its scale; top of the page
+    Output("cross_scale", "table", b.cross_scale, ("runs", "stats_config", "claims", "baselines"),
+           extra_inputs=cross_scale_inputs),
     # the published record, from the papers' own numbers (audit/stats/published/evidence.py); first on the page
     Output("published_comparisons", "table", **_PUBLISHED),
     Output("published_claims", "table", **_PUBLISHED),
     Output("published_untestable", "table", **_PUBLISHED),
+    # unigram and add-k bigram perplexity per corpus and vocabulary (rules/stats.smk, rule baselines:
+    # python -m audit baselines); the statistics read it for the guard (audit/stats/guard.py)
+    Output("baselines", "table", made_by="baselines", caption="table_baselines.rst"),
     # statistics tables (rules/stats.smk, python -m audit stats)
     Output("comparisons", "table", **_STATS),
     Output("correlations", "table", **_STATS),
     Output("wordsim_wins", "table", **_STATS),
     Output("wordsim_diffs", "table", **_STATS),
     Output("claims", "table", **_STATS),
+    Output("evidence_claims", "table", **{**_STATS, "when": has_evidence}),
     # report tables
     Output("results", "table", b.results, ("runs",)),
     Output("ranks", "table", b.ranks, ("runs",)),

@@ -24,7 +24,7 @@ from audit.errors import AuditError
 from audit.plots import EMPTY_MARK
 
 SECTION_TITLES = [  # anchor -> table-of-contents entry, in page order
-    ("published", "Published evidence"), ("verdicts", "Verdicts"), ("results", "Results per corpus"), ("comparisons", "Comparisons"),
+    ("scales", "Every claim at every scale"), ("published", "Published evidence"), ("verdicts", "Verdicts"), ("results", "Results per corpus"), ("comparisons", "Comparisons"),
     ("sequential", "Sequential design"),
     ("ranks", "Ranks"), ("spread", "Per-seed spread"), ("wordsim", "Word similarity"),
     ("grid", "Grid sweeps"), ("qualitative", "Top-k contexts and Jacobian spectra"),
@@ -35,6 +35,7 @@ SECTION_TITLES = [  # anchor -> table-of-contents entry, in page order
 WARNING_TITLES = {
     "failed": "Failed or diverged runs", "too_few_seeds": "Too few seeds",
     "non_normal": "Non-normal samples", "unconverged": "Possibly unconverged models",
+    "far_from_converged": "Arms far from converged",
     "excluded": "Exclusions",
 }
 
@@ -216,10 +217,36 @@ def grid_sections(table: pd.DataFrame | None) -> list[dict]:
     return out
 
 
+VERDICT_LABELS = {"not_informative": "not informative: models below the unigram baseline"}
+
+
+def verdict_text(verdict) -> str:
+    """A verdict as the page prints it ('not_informative' spelt out, other '_' as spaces)."""
+    return VERDICT_LABELS.get(str(verdict), str(verdict).replace("_", " "))
+
+
+def cross_scale(table: pd.DataFrame | None) -> dict | None:
+    """The verdict matrix (audit.report.scales) for the page: {sources, scale, rows}; each row's
+    ``cells`` one {verdict, text, anchor} per source."""
+    if table is None or table.empty:
+        return None
+    table = table.fillna("")
+    sources = [c[len("verdict__"):] for c in table.columns if c.startswith("verdict__")]
+
+    def cells(row):
+        return [{"verdict": str(row[f"verdict__{s}"]), "text": str(row[f"cell__{s}"]),
+                 "anchor": str(row[f"anchor__{s}"])} for s in sources]
+
+    rows = table.to_dict("records")
+    scale = next((r for r in rows if r["claim_id"] == "scale"), None)
+    return {"sources": sources, "scale": cells(scale) if scale else [],
+            "rows": [dict(r, cells=cells(r)) for r in rows if r is not scale]}
+
+
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("audit.report", "templates"), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(fmt=fmt, sig=fmt_sig, p=fmt_p, sortkey=sort_key)
+    env.filters.update(fmt=fmt, sig=fmt_sig, p=fmt_p, sortkey=sort_key, verdict=verdict_text)
     env.globals.update(ci=fmt_ci, slug=slug, finite=finite, rank_label=rank_label)
     return env
 
@@ -256,8 +283,9 @@ def render(runs_path: str, config_path: str, table_paths: list[str], figure_path
         "comparison_groups": group_comparisons(records(tables.get("published_comparisons"))),
         "untestable": records(tables.get("published_untestable")),
     }
+    scales = cross_scale(tables.get("cross_scale"))
     present = {
-        "published": any(published.values()), "verdicts": bool(claims), "results": "results" in tables, "comparisons": "comparisons" in tables,
+        "scales": scales is not None, "published": any(published.values()), "verdicts": bool(claims), "results": "results" in tables, "comparisons": "comparisons" in tables,
         "ranks": bool({"ranks", "correlations"} & set(tables) or {"rank_decay", "rank_vs_ppl"} & set(figures)),
         "spread": "strip" in figures, "convergence": "learning_curves" in figures,
         "wordsim": bool({"wordsim_rho", "wordsim_coverage", "wordsim_diffs"} & set(tables) or "wordsim_wins" in figures),
@@ -281,7 +309,8 @@ def render(runs_path: str, config_path: str, table_paths: list[str], figure_path
         "figures": figures, "provenance": provenance,
         "config_yaml": yaml.safe_dump(provenance["config"] if provenance else config, sort_keys=False),
         "warnings": group_warnings(warnings), "warning_titles": WARNING_TITLES, "n_warnings": len(warnings),
-        "verdict_counts": _counts(claims), "published": published,
+        "verdict_counts": _counts(claims), "published": published, "scales": scales,
+        "baselines": records(tables.get("baselines")),
         "published_counts": _counts(published["claims"]),
     }
     return environment().get_template("audit.html.j2").render(**context)

@@ -1,16 +1,19 @@
 """``python -m audit stats``: write the statistics tables of a study from its runs table.
 
     python -m audit stats --runs RUNS.csv --config STUDY.yaml --out DIR
-                          [--table NAME ...] [--wordsim-pairs PAIRS.csv]
+                          [--table NAME ...] [--wordsim-pairs PAIRS.csv] [--baselines B.csv]
     python -m audit stats --config STUDY.yaml --out DIR [--summaries SUMMARIES.csv]
                           [--table published_comparisons ...]
 
 Writes one CSV per table into DIR (``comparisons.csv``, ``correlations.csv``,
-``wordsim_wins.csv``, ``wordsim_diffs.csv``, ``claims.csv``); ``--table`` restricts to the
+``wordsim_wins.csv``, ``wordsim_diffs.csv``, ``claims.csv``; on request ``evidence_claims.csv``:
+the claims on the config's further runs tables, ``audit.stats.sources``); ``--table`` restricts to the
 named tables (Snakemake runs one rule per table). The ``published_*`` tables
 (``audit.stats.published.evidence``) come from summary rows (corpus, head, metric, mean, sd, n, source) instead
 of runs: ``--summaries``, else the config's ``published.data``, else the packaged
-``audit/data/published.csv``; they need no runs table. Each file is written atomically. A table
+``audit/data/published.csv``; they need no runs table. With ``--baselines``, comparisons and
+claims drawn from an arm below its unigram baseline get the verdict ``not_informative``
+(``audit.stats.guard``). Each file is written atomically. A table
 whose inputs are absent is still written with its header and zero rows, and a ``note:`` line
 on stderr says why; the exit status is 0 in that case, 1 on bad input.
 """
@@ -22,12 +25,14 @@ import argparse
 import pandas as pd
 
 from audit.errors import AuditError
-from audit.stats import claims, comparisons, correlations, wordsim
+from audit.evaluate.baselines import load_baselines
+from audit.stats import claims, comparisons, correlations, guard, sources, wordsim
 from audit.stats.published import evidence
 from audit.stats.io import (PAIR_COLUMNS, Settings, load_config, load_pairs, load_runs, note,
                              write_table)
 
 TABLES = ("comparisons", "correlations", "wordsim_wins", "wordsim_diffs", "claims")
+EVIDENCE_TABLES = ("evidence_claims",)   # only on request: a study with an `evidence:` list
 PUBLISHED_TABLES = ("published_comparisons", "published_claims", "published_untestable")
 
 
@@ -38,9 +43,12 @@ def build_parser() -> argparse.ArgumentParser:
                                        "published.data, else audit/data/published.csv)")
     p.add_argument("--config", required=True, help="study config YAML (comparisons/correlations/claims/stats)")
     p.add_argument("--out", required=True, help="directory to write <table>.csv into")
-    p.add_argument("--table", action="append", choices=TABLES + PUBLISHED_TABLES, metavar="NAME",
-                   help=f"write only this table (repeatable): {', '.join(TABLES + PUBLISHED_TABLES)}")
+    p.add_argument("--table", action="append", choices=TABLES + EVIDENCE_TABLES + PUBLISHED_TABLES,
+                   metavar="NAME", help=f"write only this table (repeatable): "
+                                        f"{', '.join(TABLES + EVIDENCE_TABLES + PUBLISHED_TABLES)}")
     p.add_argument("--wordsim-pairs", help="per-pair word-similarity CSV (needed by wordsim_diffs)")
+    p.add_argument("--baselines", help="baselines.csv (python -m audit baselines): comparisons and claims drawn "
+                                       "from an arm below its unigram are labelled not informative (audit.stats.guard)")
     return p
 
 
@@ -60,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     if wanted and not args.runs:
         raise AuditError(f"stats: table {wanted[0]!r} needs --runs")
     runs = load_runs(args.runs) if wanted else None
+    baselines = load_baselines(args.baselines) if args.baselines else None
     cache = {}
 
     def comp():
@@ -74,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
 
     for name in wanted:
         if name == "comparisons":
-            out[name] = comp()
+            out[name] = guard.guard_comparisons(comp(), runs, baselines)
             reason = "the study config declares no comparisons"
         elif name == "correlations":
             out[name] = corr()
@@ -90,7 +99,9 @@ def main(argv: list[str] | None = None) -> int:
                 out[name] = wordsim.diffs_table(pd.DataFrame(columns=list(PAIR_COLUMNS)), settings)
                 reason = "no --wordsim-pairs table was given"
         else:
-            out[name] = claims.claims_table(runs, config, settings, comp(), corr(), source)
+            # judged on the tests alone, then guarded: the claims see the unguarded comparisons
+            out[name] = guard.guard_claims(claims.claims_table(runs, config, settings, comp(), corr(), source),
+                                           runs, baselines, config)
             reason = "no claims in the study config or its claims_file"
         if out[name].empty:
             note(f"{name}.csv has no rows: {reason}")

@@ -70,3 +70,18 @@ def test_dropped_comparisons_are_counted_by_reason():
     details = list(table[table["kind"] == "excluded"]["detail"])
     assert details == ["4 comparison(s) dropped from family f before the holm correction: 1 not run "
                        "(an arm has no runs), 2 with too few seeds, 1 with an undefined p-value"]
+
+
+def test_far_from_converged_per_arm_with_median_gain_and_asgd_epochs():
+    runs = _runs(np.array([95.0, 95.1, 95.05, 95.02, 99.0]))
+    runs["valid_gain_last"] = np.where(runs["head"] == "mos", 0.2, 0.004)
+    runs.loc[(runs["head"] == "mos") & (runs["seed"] == "1"), "valid_gain_last"] = 0.001   # median stays 0.2
+    runs["asgd_epoch"] = np.where(runs["seed"].isin(["1", "2"]), 3.0, np.nan)
+    table = find_warnings(runs, CONFIG)
+    far = table[table["kind"] == "far_from_converged"]
+    assert list(far["head"]) == ["mos"]           # softmax's 0.4% is below the default 1%
+    detail = far.iloc[0]["detail"]
+    assert "median relative valid-ppl gain of the last epoch 20.0% (n = 5)" in detail   # the failed run left out
+    assert "NT-ASGD switched: epoch 3 (2 runs), never (3 runs)" in detail
+    strict = find_warnings(runs, {**CONFIG, "stats": {**CONFIG["stats"], "converged_gain": 0.001}})
+    assert sorted(strict[strict["kind"] == "far_from_converged"]["head"]) == ["mos", "softmax"]

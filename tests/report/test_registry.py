@@ -18,7 +18,7 @@ from audit.report.registry import INPUTS, OPTIONS, REGISTRY, Sources
 
 REPO = Path(__file__).resolve().parents[2]
 
-LM_TABLES = ["comparisons", "correlations", "wordsim_wins", "wordsim_diffs", "claims",
+LM_TABLES = ["cross_scale", "baselines", "comparisons", "correlations", "wordsim_wins", "wordsim_diffs", "claims",
              "results", "ranks", "wordsim_rho", "wordsim_coverage", "warnings", "topk"]
 LM_FIGURES = ["rank_decay", "learning_curves", "rank_vs_ppl", "strip"]
 
@@ -51,9 +51,9 @@ def test_check_rejects_a_duplicate_or_an_unknown_input(monkeypatch):
 
 
 def test_stats_entries_are_the_stats_verb_tables_in_order():
-    from audit.stats.cli import TABLES
+    from audit.stats.cli import EVIDENCE_TABLES, TABLES
 
-    assert names(registry.entries("table", "stats")) == list(TABLES)
+    assert names(registry.entries("table", "stats")) == list(TABLES + EVIDENCE_TABLES)
 
 
 def test_smoke_study_draws_the_lm_tables_jacobian_and_wins():

@@ -1,0 +1,121 @@
+"""The cross-scale table (the verdict matrix): every claim, one column per evidence source.
+
+Sources, in column order: ``published`` (the claims judged on the papers' own numbers,
+``published_claims.csv``), ``this study`` (``claims.csv`` of the study's runs) and every further
+runs table of the config's ``evidence:`` (``evidence_claims.csv``, ``audit.stats.sources``).
+A source without a table is left out.
+
+The table has one row per (claim, corpus) and, per source ``s``, the columns ``verdict__<s>``,
+``cell__<s>`` (the verdict with its effect and CI, e.g. ``contradicted: diff = mean_a - mean_b
+(welch CI) 12.3 [4.1, 20.5]``) and ``anchor__<s>`` (the id of the row on the page it rests on,
+'' when the page does not show one). Its first row, ``claim_id == "scale"``, holds in ``cell__<s>``
+the scale that source speaks for: d, V or K, tokens trained, and the median test perplexity of
+its arms against the unigram baseline. ``agreement`` says whether the sources' decisive verdicts
+(supported, contradicted, equivalent) differ: ``disagree: ...`` naming each, ``agree``, or ''
+(fewer than two decisive verdicts).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from audit.stats.guard import arm_scale, unigram_for
+
+SCALE_ROW = "scale"
+DECISIVE = ("supported", "contradicted", "equivalent")
+# the published numbers' scale: the papers' AWD-LSTM settings (configs/paper-ptb.yaml,
+# configs/paper-wt2.yaml; a test checks the PTB figures against that file)
+PUBLISHED_SCALE = ("papers' settings: d = 400 (MoS: 280), V = 10,000 (PTB) / 33,278 (WT2), "
+                   "1000 epochs = 929,589,000 (PTB) / 2,088,628,000 (WT2) tokens trained; "
+                   "the papers' printed perplexities (no runs here, so no unigram comparison)")
+
+
+def _slug(*parts) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", "-".join(map(str, parts)).lower()).strip("-")
+
+
+def _num(value, digits: int = 3) -> str:
+    return f"{float(value):.{digits}g}" if value is not None and np.isfinite(float(value)) else "–"
+
+
+def cell(claim: dict) -> str:
+    """A claims row as one cell: the verdict, its effect and interval (none for a claim not run)."""
+    text = str(claim["verdict"]).replace("_", " ")
+    estimate = claim.get("estimate")
+    if estimate is not None and pd.notna(estimate) and np.isfinite(float(estimate)):
+        name = str(claim.get("estimate_name") or "estimate").split(" (")[0]
+        text += f": {name} {_num(estimate, 4)} [{_num(claim.get('ci_low'))}, {_num(claim.get('ci_high'))}]"
+    elif claim.get("reason"):
+        text += f": {claim['reason']}"
+    return text
+
+
+def _range(values, digits=0) -> str:
+    values = sorted(v for v in values if np.isfinite(v))
+    if not values:
+        return "–"
+    low, high = values[0], values[-1]
+    return f"{low:,.{digits}f}" if low == high else f"{low:,.{digits}f}-{high:,.{digits}f}"
+
+
+def runs_scale(runs: pd.DataFrame, baselines: pd.DataFrame | None) -> str:
+    """The scale a runs table speaks for, per corpus: d, K, tokens trained, arm medians vs unigram."""
+    parts = []
+    arms = arm_scale(runs)
+    for corpus, group in runs[runs["status"] == "ok"].groupby("corpus", sort=True):
+        def col(name):
+            return pd.to_numeric(group[name], errors="coerce").to_numpy(float) if name in group else np.array([])
+
+        medians = arms[arms["corpus"] == corpus]
+        vocab = col("vocab_size")
+        unigrams = {unigram_for(baselines, corpus, k) for k in (set(vocab[np.isfinite(vocab)]) or {None})}
+        unigrams.discard(None)
+        beat = int((medians["median_test_ppl"] < min(unigrams)).sum()) if unigrams else None
+        text = (f"{corpus}: d = {_range(col('emb_size'))}, K = {_range(vocab)}, "
+                f"tokens trained {_range(col('tokens_trained'))}; median test ppl per arm "
+                f"{_range(medians['median_test_ppl'], 1)} vs unigram "
+                f"{_range(sorted(unigrams), 1) if unigrams else 'not computed for this vocabulary'}")
+        if beat is not None:
+            text += f" ({beat} of {len(medians)} arms beat it)"
+        parts.append(text)
+    return "; ".join(parts) or "no ok runs"
+
+
+def cross_scale_table(sources: list[tuple[str, pd.DataFrame | None, str, str]]) -> pd.DataFrame:
+    """The verdict matrix.
+
+    Args:
+        sources: (name, claims table or None, scale text, anchor prefix) per source, in column
+            order; the anchor prefix (``claim-``, ``pub-claim-``) makes each cell's link to its
+            row on the page, '' for a source the page does not show row by row.
+
+    Returns:
+        DataFrame: the scale row, then one row per (claim_id, corpus) in first-seen order.
+    """
+    sources = [s for s in sources if s[1] is not None and len(s[1])]
+    rows: dict[tuple[str, str], dict] = {}
+    for name, table, _, _ in sources:
+        for claim in table.to_dict("records"):
+            key = (str(claim["claim_id"]), str(claim["corpus"]))
+            rows.setdefault(key, dict(claim_id=key[0], corpus=key[1], statement=claim["statement"]))
+    out = [dict(claim_id=SCALE_ROW, corpus="", statement="the scale each source speaks for")]
+    columns = ["claim_id", "corpus", "statement", "agreement"]
+    for name, table, scale, prefix in sources:
+        columns += [f"verdict__{name}", f"cell__{name}", f"anchor__{name}"]
+        out[0].update({f"verdict__{name}": "", f"cell__{name}": scale, f"anchor__{name}": ""})
+        for claim in table.to_dict("records"):
+            row = rows[(str(claim["claim_id"]), str(claim["corpus"]))]
+            row.update({f"verdict__{name}": claim["verdict"], f"cell__{name}": cell(claim),
+                        f"anchor__{name}": prefix + _slug(claim["claim_id"], claim["corpus"]) if prefix else ""})
+    for row in rows.values():
+        decisive = {name: row.get(f"verdict__{name}") for name, *_ in sources
+                    if row.get(f"verdict__{name}") in DECISIVE}
+        if len(set(decisive.values())) > 1:
+            row["agreement"] = "disagree: " + ", ".join(f"{n} {v}" for n, v in decisive.items())
+        else:
+            row["agreement"] = "agree" if len(decisive) > 1 else ""
+    out[0]["agreement"] = ""
+    return pd.DataFrame(out + list(rows.values()), columns=columns).fillna("")

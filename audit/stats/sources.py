@@ -1,0 +1,43 @@
+"""The study's claims judged on further runs tables: one evidence source per ``evidence:`` entry.
+
+A study config may name runs tables produced elsewhere (a GPU study's ``runs.csv``, a colleague's
+runs)::
+
+    evidence:
+      - {name: gpu-ptb, runs: reports/paper-ptb/runs.csv, description: "paper-scale PTB, 10 seeds"}
+
+Each is read with ``audit.stats.io.load_runs`` and judged with exactly this study's comparisons,
+correlations and claims (``comparisons_table``, ``correlations_table``, ``claims_table``: the
+same families, Holm corrections and settings, computed on that table alone, never pooled with
+this study's runs), then guarded against this study's count baselines where corpus and
+vocabulary match (``audit.stats.guard``). The result is the claims table of every source
+stacked, with the source's name in the first column ``source``.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from audit.stats import claims, comparisons, correlations, guard
+from audit.stats.io import Settings, load_runs
+
+COLUMNS = ["source"] + claims.COLUMNS
+
+
+def evidence_claims_table(config: dict, settings: Settings, baselines: pd.DataFrame | None,
+                          source: str = "config") -> pd.DataFrame:
+    """The claims of ``config`` on every runs table of its ``evidence:`` list.
+
+    Raises:
+        AuditError: a runs table that is missing or malformed (one line naming the file), or a
+            comparison metric it lacks.
+    """
+    tables = []
+    for entry in config.get("evidence") or []:
+        runs = load_runs(entry["runs"])
+        comp = comparisons.comparisons_table(runs, config, settings, f"{source}: evidence {entry['name']!r}")
+        corr = correlations.correlations_table(runs, config, settings, source)
+        table = claims.claims_table(runs, config, settings, comp, corr, source)
+        table = guard.guard_claims(table, runs, baselines, config)
+        tables.append(table.assign(source=entry["name"])[COLUMNS])
+    return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=COLUMNS)

@@ -1,0 +1,81 @@
+"""The cross-scale table: one row per claim, one column per source, scales and disagreements."""
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from audit.report import scales
+from audit.report.builders import Sources, cross_scale
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def claims(rows):
+    return pd.DataFrame([dict(claim_id=c, corpus="ptb", statement=f"claim {c}", verdict=v, reason="r",
+                              estimate_name="diff = mean_a - mean_b (welch CI)", estimate=e, ci_low=e - 1,
+                              ci_high=e + 1) for c, v, e in rows])
+
+
+def runs(d, k, tokens, means, unigram_ok=True):
+    rows = []
+    for head, mean in means.items():
+        for s, v in enumerate((mean - 1, mean, mean + 1)):
+            rows.append(dict(corpus="ptb", head=head, seed=str(s), status="ok", test_ppl=v, emb_size=d,
+                             vocab_size=k, tokens_trained=tokens))
+    return pd.DataFrame(rows)
+
+
+BASE = pd.DataFrame([dict(corpus="ptb", vocab_size=2000, unigram_ppl=196.5, bigram_ppl=76.0)])
+
+
+def test_matrix_rows_columns_and_disagreement():
+    pub = claims([("a", "supported", -2.0), ("b", "contradicted", 3.0)])
+    ours = claims([("a", "contradicted", 5.0), ("b", "contradicted", 1.5), ("c", "not_informative", np.nan)])
+    gpu = claims([("a", "inconclusive", 0.5)])
+    table = scales.cross_scale_table([("published", pub, "paper scale", "pub-claim-"),
+                                      ("this study", ours, "cpu scale", "claim-"), ("gpu", gpu, "gpu scale", ""),
+                                      ("empty", None, "x", "")])
+    assert list(table["claim_id"]) == ["scale", "a", "b", "c"]
+    assert [c for c in table.columns if c.startswith("verdict__")] == ["verdict__published", "verdict__this study",
+                                                                       "verdict__gpu"]
+    row = table.set_index("claim_id")
+    assert list(row.loc["scale", ["cell__published", "cell__this study", "cell__gpu"]]) == [
+        "paper scale", "cpu scale", "gpu scale"]
+    assert row.loc["a", "agreement"] == "disagree: published supported, this study contradicted"
+    assert row.loc["b", "agreement"] == "agree" and row.loc["c", "agreement"] == ""
+    assert row.loc["a", "cell__this study"] == "contradicted: diff = mean_a - mean_b 5 [4, 6]"
+    assert row.loc["a", "anchor__published"] == "pub-claim-a-ptb" and row.loc["a", "anchor__gpu"] == ""
+    assert row.loc["c", "verdict__published"] == "" and row.loc["c", "cell__this study"] == "not informative: r"
+
+
+def test_runs_scale_states_d_k_tokens_and_medians_against_the_unigram():
+    text = scales.runs_scale(runs(32, 2000, 1.2e6, {"softmax": 90.0, "gss": 250.0}), BASE)
+    assert text == ("ptb: d = 32, K = 2,000, tokens trained 1,200,000; median test ppl per arm 90.0-250.0 "
+                    "vs unigram 196.5 (1 of 2 arms beat it)")
+    assert "not computed for this vocabulary" in scales.runs_scale(runs(32, 10000, 5e4, {"softmax": 900.0}), BASE)
+
+
+def test_published_scale_matches_the_paper_config():
+    paper = yaml.safe_load((REPO / "configs" / "paper-ptb.yaml").read_text())
+    assert f"d = {paper['model']['emb_size']}" in scales.PUBLISHED_SCALE
+    assert f"{paper['train']['epochs']} epochs = {paper['train']['epochs'] * 929_589:,}" in scales.PUBLISHED_SCALE
+
+
+def test_builder_reads_the_evidence_runs_named_in_the_config(tmp_path):
+    ours, gpu = runs(32, 2000, 1.2e6, {"softmax": 90.0}), runs(400, 2000, 9e8, {"softmax": 60.0})
+    ours.to_csv(tmp_path / "runs.csv", index=False)
+    gpu.to_csv(tmp_path / "gpu.csv", index=False)
+    BASE.to_csv(tmp_path / "baselines.csv", index=False)
+    claims([("a", "supported", -2.0)]).to_csv(tmp_path / "claims.csv", index=False)
+    claims([("a", "contradicted", 2.0)]).assign(source="gpu").to_csv(tmp_path / "ev.csv", index=False)
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump({"evidence": [
+        {"name": "gpu", "runs": str(tmp_path / "gpu.csv"), "description": "a GPU study"}]}))
+    table = cross_scale(Sources({"runs": str(tmp_path / "runs.csv"), "claims": str(tmp_path / "claims.csv"),
+                                 "baselines": str(tmp_path / "baselines.csv"), "stats_config": str(tmp_path / "s.yaml"),
+                                 "evidence_claims": str(tmp_path / "ev.csv")}))
+    row = table.set_index("claim_id")
+    assert row.loc["scale", "cell__gpu"].startswith("a GPU study: ptb: d = 400, K = 2,000, tokens trained 900,000,000")
+    assert "verdict__published" not in table     # not given: no column
+    assert row.loc["a", "agreement"] == "disagree: this study supported, gpu contradicted"
