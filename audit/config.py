@@ -324,9 +324,14 @@ def run_settings(config: dict, corpus: str, name: str, seed: int) -> dict:
     return settings
 
 
+def settings_text(settings: dict) -> str:
+    """Run settings as canonical JSON: the same settings always give the same string."""
+    return json.dumps(settings, sort_keys=True)
+
+
 def settings_json(config: dict, corpus: str, name: str, seed: int) -> str:
-    """``run_settings`` as canonical JSON: the same settings always give the same string."""
-    return json.dumps(run_settings(config, corpus, name, int(seed)), sort_keys=True)
+    """``run_settings`` as canonical JSON (``settings_text``)."""
+    return settings_text(run_settings(config, corpus, name, int(seed)))
 
 
 def main(argv: list[str]) -> int:

@@ -1,11 +1,12 @@
 # Validation of the study config and the helpers that name every file of the DAG.
+import functools
 import os
 import sys
 
 import yaml
 from snakemake.utils import update_config
 
-from audit.config import check_study, run_settings, settings_json, stats_sections, write_yaml
+from audit.config import check_study, run_settings, settings_text, stats_sections, write_yaml
 from audit.device import job_gpus, pool_size
 from audit.errors import AuditError
 from audit.report import registry as _report_registry
@@ -119,18 +120,30 @@ def report_entry_arguments(entry):
     return entry.arguments(config, REPORTS, RESULTS, [] if SEQUENTIAL else run_dirs())
 
 
+@functools.lru_cache(maxsize=None)
+def _run_settings(corpus, head, seed):
+    """run_settings of one run, computed once per Snakemake process: each train and evaluate job
+    asks for it up to six times (params, threads, gpu, runtime, mem_mb), which cost the default
+    study's Snakemake process a measurable share of its CPU. Callers must not mutate it."""
+    return run_settings(config, corpus, head, int(seed))
+
+
+def job_settings(wildcards):
+    return _run_settings(wildcards.corpus, wildcards.head, int(wildcards.seed))
+
+
 def train_settings(wildcards):
-    return settings_json(config, wildcards.corpus, wildcards.head, int(wildcards.seed))
+    return settings_text(job_settings(wildcards))
 
 
 def train_threads(wildcards):
-    return run_settings(config, wildcards.corpus, wildcards.head, int(wildcards.seed))["train"]["threads"]
+    return job_settings(wildcards)["train"]["threads"]
 
 
 def train_gpus(wildcards):
     """GPU slots of a run's job: 1 for `cuda` (decided from the config, so a plan made on a
     CPU-only login node still requests GPUs), for `auto` 1 when this host has a GPU, else 0."""
-    return job_gpus(run_settings(config, wildcards.corpus, wildcards.head, int(wildcards.seed))["train"]["device"])
+    return job_gpus(job_settings(wildcards)["train"]["device"])
 
 
 # GPUs: `--resources gpu=G` means G GPUs. Each GPU job holds one slot, so the pool becomes

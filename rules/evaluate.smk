@@ -19,8 +19,8 @@ rule evaluate:
     threads: train_threads
     resources:
         gpu=train_gpus,
-        runtime=lambda wc: sizing.evaluate_minutes(run_settings(config, wc.corpus, wc.head, int(wc.seed))),
-        mem_mb=lambda wc: sizing.evaluate_mem_mb(run_settings(config, wc.corpus, wc.head, int(wc.seed))),
+        runtime=lambda wc: sizing.evaluate_minutes(job_settings(wc)),
+        mem_mb=lambda wc: sizing.evaluate_mem_mb(job_settings(wc)),
     log:
         f"logs/{STUDY}/evaluate/{{corpus}}/{{head}}/{{seed}}.log",
     benchmark:  # wall s, peak memory, CPU s of the job; recorded in provenance.json

@@ -14,8 +14,8 @@ rule train:
     threads: train_threads
     resources:
         gpu=train_gpus,
-        runtime=lambda wc: sizing.train_minutes(run_settings(config, wc.corpus, wc.head, int(wc.seed))),
-        mem_mb=lambda wc: sizing.train_mem_mb(run_settings(config, wc.corpus, wc.head, int(wc.seed))),
+        runtime=lambda wc: sizing.train_minutes(job_settings(wc)),
+        mem_mb=lambda wc: sizing.train_mem_mb(job_settings(wc)),
     log:
         f"logs/{STUDY}/train/{{corpus}}/{{head}}/{{seed}}.log",
     benchmark:  # wall s, peak memory, CPU s of the job (of its last attempt, if resumed); provenance.json

@@ -98,3 +98,14 @@ def test_bad_input_raises():
         jacobian.jacobian(head, torch.randn(D), mode="sideways")
     with pytest.raises(AuditError, match="count"):
         jacobian.sample_contexts(10, 0, np.random.default_rng(0))
+
+
+def test_auto_takes_the_mode_with_fewer_passes():
+    head = _head("softmax")
+    h = torch.randn(D)
+    # V = 60 outputs in blocks of 16: 4 backward passes against D = 8 tangents -> reverse;
+    # in blocks of 4: 15 passes against 8 -> forward (softmax traces under torch.func)
+    assert jacobian._resolve_mode(head, h, block=16) == "reverse"
+    assert jacobian._resolve_mode(head, h, block=4) == "forward"
+    np.testing.assert_allclose(jacobian.jacobian(head, h, "auto", block=16).numpy(),
+                               jacobian.jacobian(head, h, "forward").numpy(), rtol=1e-5, atol=1e-6)
