@@ -68,7 +68,6 @@ class FakeCuda(torch.Tensor):
     """A CPU tensor (``elem``) that reports ``cuda:0`` to Python."""
 
     elem: torch.Tensor
-    __slots__ = ["elem"]
     __torch_function__ = torch._C._disabled_torch_function_impl
 
     @staticmethod
@@ -112,6 +111,13 @@ class FakeCuda(torch.Tensor):
     def cuda(self, *args, **kwargs):
         return self
 
+    def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
+        # host data copied to the device, as on a GPU (C++ would make a CPU tensor here)
+        host = torch.tensor(data, dtype=dtype or self.dtype, requires_grad=False)
+        if device is not None and torch.device(device).type == "cpu":
+            return host.requires_grad_(requires_grad)
+        return aten._to_copy(host, device=CUDA0).requires_grad_(requires_grad)
+
     def numpy(self, *args, **kwargs):
         return _to_host(self, None, torch.preserve_format).numpy(*args, **kwargs)
 
@@ -123,7 +129,14 @@ class FakeCuda(torch.Tensor):
         return _to_host(self, None, torch.preserve_format).__reduce_ex__(protocol)
 
     def __deepcopy__(self, memo):
-        return FakeCuda(self.elem.clone(), requires_grad=self.requires_grad)
+        if id(self) in memo:
+            return memo[id(self)]
+        with torch.no_grad():
+            out = FakeCuda(self.elem.clone(), requires_grad=self.requires_grad)
+        if getattr(self, "_is_param", False):  # a Parameter stays one (nn.Parameter's own mark)
+            out._is_param = True
+        memo[id(self)] = out
+        return out
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
@@ -187,7 +200,7 @@ class Simulation(TorchDispatchMode):
 
     # ----- memory: bytes of distinct storages held by device tensors --------------------------
     def _track(self, wrapper: FakeCuda) -> None:
-        """Count the wrapper's storage once while any wrapper (the tensor or a view) holds it."""
+        """Count the storage once while any wrapped tensor (the tensor or a view) holds it."""
         storage = wrapper.elem.untyped_storage()
         key = storage.data_ptr()
         if key == 0:
@@ -203,7 +216,7 @@ class Simulation(TorchDispatchMode):
             self.live += nbytes
             self.peak = max(self.peak, self.live)
         self._users[key] = users + 1
-        weakref.finalize(wrapper, self._release, key)
+        weakref.finalize(wrapper.elem, self._release, key)  # not the wrapper: swap_tensors refuses weakrefs
 
     def _release(self, key) -> None:
         self._users[key] -= 1
@@ -385,9 +398,20 @@ def simulated_cuda(memory_limit: int | None = None, total_memory: int = 80 * 2 *
 
     patches += [mock.patch.object(module, "_group_tensors_by_device_and_dtype", group_on_device)
                 for module in (_foreach_utils, _optimizer, _clip_grad, _swa_utils)]
-    # Module.to must make new Parameters: swapping a CPU Parameter's data for a wrapper (set_data)
-    # leaves a plain tensor with no storage, which C++ then reads
-    patches += [mock.patch.object(torch.__future__, "get_overwrite_module_params_on_conversion", lambda: True),
+    original_tensor = torch.tensor
+
+    def tensor(data, *args, device=None, **kwargs):
+        if device is None or torch.device(device).type != "cuda":
+            return original_tensor(data, *args, device=device, **kwargs)
+        requires_grad = kwargs.pop("requires_grad", False)
+        host = original_tensor(data, *args, **kwargs)
+        return aten._to_copy(host, device=CUDA0).requires_grad_(requires_grad)  # a blocking copy
+
+    patches.append(mock.patch.object(torch, "tensor", tensor))
+    # Module.to must swap whole Parameter objects (torch.utils.swap_tensors), as tied weights stay
+    # one object: replacing a CPU Parameter's data by a wrapper (set_data) leaves a plain tensor
+    # without storage, which C++ then reads
+    patches += [mock.patch.object(torch.__future__, "get_swap_module_params_on_conversion", lambda: True),
                 mock.patch.object(torch.Tensor, "to", to), mock.patch.object(torch.Tensor, "cuda", to_cuda)]
     registry = torch.serialization._package_registry
     # map_location="cuda": storages stay on the CPU (plain tensors), copied onto the device later
