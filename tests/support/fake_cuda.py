@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import traceback
 import weakref
 from collections import Counter
@@ -411,7 +412,11 @@ def simulated_cuda(memory_limit: int | None = None, total_memory: int = 80 * 2 *
     # Module.to must swap whole Parameter objects (torch.utils.swap_tensors), as tied weights stay
     # one object: replacing a CPU Parameter's data by a wrapper (set_data) leaves a plain tensor
     # without storage, which C++ then reads
-    patches += [mock.patch.object(torch.__future__, "get_swap_module_params_on_conversion", lambda: True),
+    # (load_state_dict keeps its copy_ into the existing parameters, as on a GPU)
+    def swap_in_apply():
+        return sys._getframe(1).f_code.co_name == "_apply"
+
+    patches += [mock.patch.object(torch.__future__, "get_swap_module_params_on_conversion", swap_in_apply),
                 mock.patch.object(torch.Tensor, "to", to), mock.patch.object(torch.Tensor, "cuda", to_cuda)]
     registry = torch.serialization._package_registry
     # map_location="cuda": storages stay on the CPU (plain tensors), copied onto the device later
