@@ -231,7 +231,9 @@ class Simulation(TorchDispatchMode):
         name = func._schema.name.split("::")[-1]
         flat, _ = tree_flatten((args, kwargs))
         on_device = [a for a in flat if isinstance(a, FakeCuda)]
-        host = [a for a in flat if isinstance(a, torch.Tensor) and not isinstance(a, FakeCuda)]
+        # torch.func (vmap, jacrev) wraps tensors in its own wrappers: their device is not known here
+        host = [a for a in flat if isinstance(a, torch.Tensor) and not isinstance(a, FakeCuda)
+                and not torch._C._functorch.is_functorch_wrapped_tensor(a)]
         device_kw = kwargs.get("device")
         to_cuda = device_kw is not None and torch.device(device_kw).type == "cuda"
         to_cpu = device_kw is not None and torch.device(device_kw).type == "cpu"
