@@ -241,7 +241,10 @@ def nvidia_smi_free_memory(key: str) -> tuple[float, float] | None:
         if key in (index, uuid):
             used = [float(f.split(",")[1]) for f in apps.splitlines()
                     if f.split(",")[0].strip() == uuid and f.split(",")[1].strip().replace(".", "").isdigit()]
-            return float(free), max(used, default=0.0)
+            try:
+                return float(free), max(used, default=0.0)
+            except ValueError:  # "[N/A]" (MIG, some vGPUs) or "[Not Supported]": unknown, not a crash
+                return None
     return None
 
 
