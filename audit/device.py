@@ -241,7 +241,10 @@ def nvidia_smi_free_memory(key: str) -> tuple[float, float] | None:
         if key in (index, uuid):
             used = [float(f.split(",")[1]) for f in apps.splitlines()
                     if f.split(",")[0].strip() == uuid and f.split(",")[1].strip().replace(".", "").isdigit()]
-            return float(free), max(used, default=0.0)
+            try:
+                return float(free), max(used, default=0.0)
+            except ValueError:  # "[N/A]" (MIG, some vGPUs) or "[Not Supported]": unknown, not a crash
+                return None
     return None
 
 
@@ -274,6 +277,34 @@ def scheduler_assigned(visible_count: int = 1) -> bool:
     the others idle; so does ``AUDIT_GPU_LOCK_DIR`` set explicitly.
     """
     return bool(os.environ.get("SLURM_JOB_ID")) and not os.environ.get("AUDIT_GPU_LOCK_DIR") and visible_count <= 1
+
+
+# train.precision -> torch's fp32_precision for CUDA matmuls, cuDNN RNNs and convolutions. Set
+# explicitly: torch 2.13 defaults cuDNN RNNs to "tf32", which the papers' LSTMs never saw.
+FP32_PRECISION = {"fp32": "ieee", "tf32": "tf32", "bf16": "ieee"}
+
+
+def apply_precision(precision: str) -> None:
+    """Set torch's CUDA float32 flags for a ``train.precision`` (fp32, tf32 or bf16).
+
+    bf16 keeps the flags at IEEE for whatever runs outside its autocast region
+    (``autocast_dtype``); nothing here changes a CPU computation.
+    """
+    import torch
+
+    if precision not in FP32_PRECISION:
+        raise AuditError(f"train.precision must be one of {sorted(FP32_PRECISION)}, got {precision!r}")
+    mode = FP32_PRECISION[precision]
+    torch.backends.cuda.matmul.fp32_precision = mode
+    torch.backends.cudnn.rnn.fp32_precision = mode
+    torch.backends.cudnn.conv.fp32_precision = mode
+
+
+def autocast_dtype(precision: str, device) -> "torch.dtype | None":
+    """The autocast dtype of a training forward pass: bfloat16 for bf16 on CUDA, else None."""
+    import torch
+
+    return torch.bfloat16 if precision == "bf16" and device.type == "cuda" else None
 
 
 def resolve_device(name: str):

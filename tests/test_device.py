@@ -234,3 +234,18 @@ def test_a_slurm_allocation_with_several_gpus_spreads_runs_over_them(monkeypatch
     assert sorted(s.device for s in held) == [0, 1, 2, 3]
     for slot in held:
         slot.release()
+
+
+def test_nvidia_smi_free_memory_reads_N_A_as_unknown(monkeypatch):
+    """nvidia-smi prints "[N/A]" for free memory on MIG slices: unknown, not a crash (issue 22)."""
+    from types import SimpleNamespace
+
+    from audit import device
+
+    answers = {"--query-gpu=index,uuid,memory.free": "0, GPU-abc, [N/A]\n1, GPU-def, 1234\n",
+               "--query-compute-apps=gpu_uuid,used_memory": "GPU-def, 500\n"}
+    monkeypatch.setattr(device.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
+    monkeypatch.setattr(device.subprocess, "run",
+                        lambda cmd, **kw: SimpleNamespace(stdout=answers[cmd[1]]))
+    assert device.nvidia_smi_free_memory("0") is None
+    assert device.nvidia_smi_free_memory("GPU-def") == (1234.0, 500.0)

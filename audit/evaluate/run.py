@@ -61,7 +61,8 @@ def stream_rows(model: LanguageModel, ids: torch.Tensor, bptt: int, limit: int |
             collector.add(log_probs if kind == "log_p" else dropped[:, 0])
         if totals is not None:
             targets = data[i + 1:i + 1 + seq_len, 0]
-            totals["nll"] += F.nll_loss(log_probs, targets, reduction="sum").item()
+            # summed on the device (float64), read once by the caller: no sync per chunk
+            totals["nll"] = totals["nll"] + F.nll_loss(log_probs, targets, reduction="sum").double()
             totals["tokens"] += targets.numel()
         take = seq_len if limit is None else max(0, min(seq_len, limit - emitted))
         if take:
@@ -120,7 +121,7 @@ def evaluate_run(run_dir: str | os.PathLike, corpus_path: str, wordsim_dir: str,
         top_rows, h_rows = topk.RowCollector(positions), topk.RowCollector(sampled)
         logp = spectrum.stream_spectrum(stream_rows(model, test, bptt, limit, totals=totals,
                                                     observers=((top_rows, "log_p"), (h_rows, "h"))))
-        result.update(test_loss=totals["nll"] / totals["tokens"], test_tokens=totals["tokens"],
+        result.update(test_loss=float(totals["nll"]) / totals["tokens"], test_tokens=totals["tokens"],
                       contexts=logp.m, vocab_size=logp.n)
         result["test_ppl"] = perplexity(result["test_loss"])
         result.update(spectrum.rank_summary(logp, ""))

@@ -40,8 +40,13 @@ class Spectrum:
     n: int
 
 
+def _is_torch(chunk) -> bool:
+    """A torch tensor, subclasses included (checked by module so torch need not be imported)."""
+    return any(c.__module__.startswith("torch") for c in type(chunk).__mro__)
+
+
 def _is_cuda_tensor(chunk) -> bool:
-    return type(chunk).__module__.startswith("torch") and getattr(chunk, "is_cuda", False)
+    return _is_torch(chunk) and getattr(chunk, "is_cuda", False)
 
 
 def _as_numpy(chunk) -> np.ndarray:
@@ -127,17 +132,33 @@ class _TorchGram:
         self.device = device
         self.gram = torch.zeros((n, n), dtype=torch.float64, device=device)
         self.rows_per_block = max(1, _BLOCK_BYTES // (8 * n))
+        self.buffer = torch.empty((self.rows_per_block, n), dtype=torch.float64, device=device)
+        self.filled = 0
 
     def add(self, chunk) -> None:
         torch = self.torch
-        if not type(chunk).__module__.startswith("torch"):
+        if not _is_torch(chunk):
             chunk = torch.from_numpy(np.asarray(chunk))
         x = chunk.detach().to(self.device)
-        for start in range(0, x.shape[0], self.rows_per_block):
-            block = x[start:start + self.rows_per_block].to(torch.float64)
-            self.gram.addmm_(block.T, block)
+        # rows gather in one float64 buffer: one large addmm_ per rows_per_block rows instead of
+        # a small one per evaluation chunk (a chunk is bptt = 70 rows)
+        while x.shape[0]:
+            take = min(x.shape[0], self.rows_per_block - self.filled)
+            self.buffer[self.filled:self.filled + take].copy_(x[:take])
+            self.filled += take
+            x = x[take:]
+            if self.filled == self.rows_per_block:
+                self._flush()
+
+    def _flush(self) -> None:
+        block = self.buffer[:self.filled]
+        self.gram.addmm_(block.T, block)
+        self.filled = 0
 
     def eigenvalues(self) -> np.ndarray:
+        if self.filled:
+            self._flush()
+        self.buffer = None
         _check_finite(self.gram.diagonal().cpu().numpy())
         return self.torch.linalg.eigvalsh(self.gram).cpu().numpy()
 
@@ -156,7 +177,7 @@ def _row_gram_eigenvalues(rows: list) -> np.ndarray:
         import torch
 
         device = next(r.device for r in rows if _is_cuda_tensor(r))
-        a = torch.cat([(r if type(r).__module__.startswith("torch") else torch.from_numpy(r))
+        a = torch.cat([(r if _is_torch(r) else torch.from_numpy(r))
                        .detach().to(device, torch.float64) for r in rows])
         _check_finite((a * a).sum(dim=0).cpu().numpy())
         return torch.linalg.eigvalsh(a @ a.T).cpu().numpy()
@@ -200,7 +221,7 @@ def stream_spectrum(chunks: Iterable) -> Spectrum:
         m += shape[0]
         if gram is None:
             # copy: a producer may refill the same buffer for its next block
-            buffered.append(chunk.detach().clone() if type(chunk).__module__.startswith("torch")
+            buffered.append(chunk.detach().clone() if _is_torch(chunk)
                             else np.array(chunk, copy=True))
             if m > n:  # tall from now on: the n x n Gram is the smaller problem
                 first = next((c for c in buffered if _is_cuda_tensor(c)), None)

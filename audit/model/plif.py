@@ -18,8 +18,8 @@ per block in cache, one gather per element fetches the knot value and the slope 
 forward can apply the log_softmax in the same pass, and the saved tensors are the output, the
 gathered slope (df/dx) and, when the slopes are trained, the input (three N x V tensors where
 softmax keeps one). The slope gradient is scattered into the K-vector with bincount, which
-sums in a fixed order on the CPU, so CPU runs stay bitwise reproducible (on CUDA it uses
-atomics, as in the reference). No N x V x K tensor exists at any point.
+sums in a fixed order on the CPU, so CPU runs stay bitwise reproducible; on CUDA it is an
+``index_add_`` (atomics, as in the reference, and no host read of the index's range). No N x V x K tensor exists at any point.
 """
 
 from __future__ import annotations
@@ -63,7 +63,8 @@ def _bucket(xb: torch.Tensor, bound: float, delta: float, knots: int):
     """Bucket index (int32) and offset r in units of delta of a block of inputs."""
     # u = (x + T) / delta in one pass; after the clamp to [0, K - 1] truncation is floor, and
     # int32 conversion is vectorised on the CPU (int64 is not)
-    u = torch.add(xb.new_tensor(bound / delta), xb, alpha=1.0 / delta)
+    # new_full, not new_tensor: a fill on the device instead of a blocking host-to-device copy
+    u = torch.add(xb.new_full((), bound / delta), xb, alpha=1.0 / delta)
     idx = u.clamp(0, knots - 1).to(torch.int32)
     return idx, u.sub_(idx)  # r leaves [0, 1] outside [-T, T]: linear extension
 
@@ -115,11 +116,15 @@ class _PiecewiseLinear(torch.autograd.Function):
                 gb = torch._log_softmax_backward_data(gb, out[rows], -1, out.dtype)
             if want_x:  # df/dx = s_i: the index is piecewise constant in x
                 torch.mul(gb, slope_at[rows], out=grad_x[rows])
-            if want_s:  # bincount: faster than index_add_ here, same fixed summation order
+            if want_s:
                 idx, r = _bucket(x.reshape(out.shape)[rows], ctx.bound, delta, knots)
                 flat = idx.view(-1)
-                own += torch.bincount(flat, weights=r.mul_(gb).view(-1), minlength=knots)
-                hits += torch.bincount(flat, weights=gb.reshape(-1), minlength=knots)
+                if x.is_cuda:  # CUDA bincount reads the index's min and max back (two syncs)
+                    own.index_add_(0, flat, r.mul_(gb).view(-1))
+                    hits.index_add_(0, flat, gb.reshape(-1))
+                else:  # bincount: faster than index_add_ here, same fixed summation order
+                    own += torch.bincount(flat, weights=r.mul_(gb).view(-1), minlength=knots)
+                    hits += torch.bincount(flat, weights=gb.reshape(-1), minlength=knots)
         grad_s = None
         if want_s:  # df/ds_j = delta r in its own bucket and delta in every later bucket
             grad_s = (own + hits.flip(0).cumsum(0).flip(0) - hits).mul_(delta)

@@ -44,8 +44,16 @@ class FastAverage(AveragedModel):
     """Equal-weight running mean of a model's parameters without host reads on the GPU."""
 
     def __init__(self, model: torch.nn.Module):
-        super().__init__(model)
+        # device=: the counter must live beside the weights. Without it n_averaged stays on the
+        # CPU, the check below takes torch's own update on a GPU, and every step pays a blocking
+        # host-to-device copy and an .item() (found on the simulated device, tests/support)
+        super().__init__(model, device=next(model.parameters()).device)
         self._count: int | None = 0  # host mirror of n_averaged; None: read it once
+        # the deep copy's LSTM weights are separate tensors: give cuDNN its one flat buffer back
+        # (a no-op on the CPU), or every evaluation call warns and copies them
+        for module in self.module.modules():
+            if isinstance(module, torch.nn.RNNBase):
+                module.flatten_parameters()
 
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
         result = super().load_state_dict(state_dict, strict=strict, assign=assign)

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch.optim.swa_utils import AveragedModel
 
 from audit.data.corpus import load as load_corpus
-from audit.device import resolve_device
+from audit.device import apply_precision, autocast_dtype, resolve_device
 from audit.errors import AuditError
 from audit.files import atomic_save, atomic_write_text
 from audit.model.awd_lstm import LanguageModel, ModelConfig, count_parameters, detach_hidden, perplexity
@@ -79,17 +79,22 @@ def sequence_lengths(rng: np.random.Generator, bptt: int, variable: bool, delta:
 
 @torch.no_grad()
 def evaluate_loss(model: torch.nn.Module, data: torch.Tensor, bptt: int) -> float:
-    """Mean negative log-likelihood per predicted token of a batchified split (N, B)."""
+    """Mean negative log-likelihood per predicted token of a batchified split (N, B).
+
+    The sum stays on the device (float64, the same additions in the same order as a Python
+    float) and is read once: one host sync per pass, not one per chunk.
+    """
     model.eval()
     hidden = model.init_hidden(data.size(1))
-    total, count = 0.0, 0
+    total = torch.zeros((), dtype=torch.float64, device=data.device)
+    count = 0
     for i in range(0, data.size(0) - 1, bptt):
         seq_len = min(bptt, data.size(0) - 1 - i)
         words, targets = data[i:i + seq_len], data[i + 1:i + 1 + seq_len]
         log_probs, hidden, _, _ = model(words, hidden)
-        total += F.nll_loss(log_probs.reshape(-1, log_probs.size(-1)), targets.reshape(-1), reduction="sum").item()
+        total += F.nll_loss(log_probs.reshape(-1, log_probs.size(-1)), targets.reshape(-1), reduction="sum").double()
         count += targets.numel()
-    return total / count
+    return total.item() / count
 
 
 class Trainer:
@@ -99,6 +104,9 @@ class Trainer:
         self.settings, self.t, self.log = settings, settings["train"], log
         torch.set_num_threads(self.t["threads"])
         self.device = resolve_device(self.t["device"])
+        precision = self.t.get("precision", "fp32")  # runs recorded before the key existed: fp32
+        apply_precision(precision)
+        self.autocast = autocast_dtype(precision, self.device)
         corpus = load_corpus(corpus_path)
         limits = settings.get("max_tokens") or {}
         self.vocab = corpus.vocab
@@ -190,8 +198,10 @@ class Trainer:
         trainable = [p for p in model.parameters() if p.requires_grad]
         # The loss sum stays on the device (float64, the same additions in the same order as a
         # Python float, so the same numbers); the host reads it once per epoch. On a GPU the
-        # finiteness check is read every SYNC_EVERY steps, remembering the first bad row; on the
-        # CPU reading is free, so it stays per step and a diverged run stops where it did.
+        # finiteness check is read every SYNC_EVERY steps from the second block on, remembering
+        # the first bad row, and the last check shares the end-of-epoch read: an epoch of
+        # N >= SYNC_EVERY steps syncs at most N / SYNC_EVERY times. On the CPU reading is free,
+        # so it stays per step and a diverged run stops where it did.
         check_every = 1 if self.device.type == "cpu" else SYNC_EVERY
         total_loss = torch.zeros((), dtype=torch.float64, device=self.device)
         first_bad = torch.full((), -1, dtype=torch.int64, device=self.device)
@@ -209,7 +219,9 @@ class Trainer:
             words = data[self.position:self.position + seq_len]
             targets = data[self.position + 1:self.position + 1 + seq_len]
             hidden = detach_hidden(hidden)
-            log_probs, hidden, dropped, raw = model(words, hidden)
+            with torch.autocast(self.device.type, dtype=self.autocast, enabled=self.autocast is not None):
+                log_probs, hidden, dropped, raw = model(words, hidden)
+            log_probs, dropped, raw = log_probs.float(), dropped.float(), raw.float()
             raw_loss = F.nll_loss(log_probs.reshape(-1, log_probs.size(-1)), targets.reshape(-1))
             loss = raw_loss + t["alpha"] * dropped.pow(2).mean()           # AR
             loss = loss + t["beta"] * (raw[1:] - raw[:-1]).pow(2).mean()   # TAR
@@ -229,14 +241,16 @@ class Trainer:
             self.position += seq_len
             done += seq_len
             steps += 1
-            if check_every > 1 and (steps % check_every == 0 or done >= budget):
+            if check_every > 1 and steps % check_every == 0 and steps > check_every and done < budget:
                 self.raise_if_diverged(first_bad)
-        total_loss = total_loss.item()
+        # one transfer for both: the loss sum (float64 holds any row index exactly)
+        total_loss, bad_row = torch.stack((total_loss, first_bad.double())).tolist()
+        self.raise_if_diverged(int(bad_row))
         seconds = time.perf_counter() - start
         return {"train_loss": total_loss / total_tokens, "train_seconds": seconds, "tokens": total_tokens,
                 "tokens_per_second": total_tokens / seconds}
 
-    def raise_if_diverged(self, first_bad: torch.Tensor) -> None:
+    def raise_if_diverged(self, first_bad: torch.Tensor | int) -> None:
         """Divergence at the first row whose training loss was not finite (-1: none yet)."""
         row = int(first_bad)
         if row >= 0:

@@ -62,3 +62,34 @@ def test_keep_freed_memory_is_accepted_on_glibc():
         pytest.skip("mallopt tuning is glibc-only")
     assert keep_freed_memory() is True
     assert float(torch.ones(50_000_000).sum()) == 5e7  # a 200 MB block still allocates and frees
+
+
+def test_averaging_on_the_simulated_gpu_takes_the_sync_free_path(monkeypatch):
+    """On CUDA the counter must live beside the weights, or AveragedModel's own update runs:
+    a blocking host-to-device copy and an .item() per step (issue 22, defect 1)."""
+    from support.fake_cuda import simulated_cuda
+
+    ran = []
+    monkeypatch.setattr(FastAverage, "update_without_reads",
+                        lambda self, model, _f=FastAverage.update_without_reads: ran.append(1) or _f(self, model))
+    cpu_model = _models()
+    reference = AveragedModel(cpu_model, multi_avg_fn=get_swa_multi_avg_fn())
+    with simulated_cuda() as sim:
+        model = _models().to("cuda")
+        average = FastAverage(model)
+        assert average.n_averaged.device.type == "cuda"
+        moves = [torch.randn(p.shape, generator=torch.Generator().manual_seed(i)) for i, p in enumerate(model.parameters())]
+        moves_cuda = [m.to("cuda") for m in moves]
+        sim.take()
+        for _ in range(5):
+            with torch.no_grad():
+                torch._foreach_add_(list(model.parameters()), moves_cuda, alpha=0.1)
+            average.update_parameters(model)
+        record = sim.take()
+        assert len(ran) == 5 and record.n_syncs == 0 and not record.mixed
+        averaged = [p.cpu() for p in average.parameters()]
+    for _ in range(5):
+        with torch.no_grad():
+            torch._foreach_add_(list(cpu_model.parameters()), moves, alpha=0.1)
+        reference.update_parameters(cpu_model)
+    assert all(torch.equal(a, b) for a, b in zip(averaged, reference.parameters()))

@@ -1,0 +1,102 @@
+"""Every head on the simulated CUDA device (tests/support/fake_cuda.py), with ``train.device: cuda``.
+
+Budgets (issue 22): no op mixes devices; at most one host sync per 50 training steps in each phase
+(SGD, then averaging), the end-of-epoch read included; validation reads once per pass;
+evaluation at most once per evaluation chunk; the sync-free averaging path is the one that ran.
+A killed run resumes on the device to exactly the uninterrupted run's numbers. CPU numbers run
+on the CPU here, so a GPU's own rounding (cuBLAS, atomics, TF32) is not covered: README "owed".
+"""
+
+import math
+
+import pytest
+import torch
+
+from audit.train import progress, trainer as trainer_module
+from audit.train.trainer import train
+from helpers import comparable
+from support.fake_cuda import simulated_cuda
+from support.gpu_budget import HEADS, measure_training, settings_for
+
+SYNCS_PER_STEP = 1 / 50
+
+
+@pytest.fixture(autouse=True)
+def gpu_locks(tmp_path, monkeypatch):
+    monkeypatch.setenv("AUDIT_GPU_LOCK_DIR", str(tmp_path / "locks"))
+    monkeypatch.setattr("audit.device._HELD", None)
+    rnn, matmul = torch.backends.cudnn.rnn.fp32_precision, torch.backends.cuda.matmul.fp32_precision
+    yield
+    torch.backends.cudnn.rnn.fp32_precision, torch.backends.cuda.matmul.fp32_precision = rnn, matmul
+
+
+@pytest.mark.parametrize("head", HEADS)
+def test_training_meets_the_sync_budget_in_both_phases(head, ptb_corpus, tmp_path):
+    rows = measure_training(head, ptb_corpus, tmp_path)
+    assert [r["phase"] for r in rows] == ["sgd", "averaging"]
+    for row in rows:
+        assert row["steps"] > 2 / SYNCS_PER_STEP  # long enough to need the periodic check
+        assert not row["mixed"] and not row["cpu_generator"], row
+        assert row["syncs"] <= row["steps"] * SYNCS_PER_STEP, row
+        assert row["valid_syncs"] <= 1, row
+        assert math.isfinite(row["valid_loss"])
+    assert rows[1]["averaged_on_device"]
+
+
+def _interrupt_after_first_epoch(monkeypatch):
+    calls = []
+    record = progress.record
+
+    def record_then_die(*args, **kwargs):
+        record(*args, **kwargs)
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyboardInterrupt("killed after epoch 1 (simulated)")
+
+    monkeypatch.setattr(progress, "record", record_then_die)
+
+
+@pytest.mark.parametrize("head", HEADS)
+def test_killed_run_resumes_and_evaluates_on_the_device(head, ptb_corpus, mirror, tmp_path, monkeypatch):
+    from audit.evaluate.run import evaluate_run
+
+    settings = settings_for(head, train_tokens=2000, bptt=10)
+    # the Jacobian runs under torch.func, whose own tensor wrappers hide the device from the
+    # simulation (it reports their ops as mixed): left out here, listed in README "owed"
+    settings["evaluate"]["jacobian"]["contexts"] = 0
+    with simulated_cuda() as sim:
+        reference = train(settings, ptb_corpus, tmp_path / "ref", log=lambda m: None)
+        with monkeypatch.context() as patch:
+            _interrupt_after_first_epoch(patch)
+            with pytest.raises(KeyboardInterrupt):
+                train(settings, ptb_corpus, tmp_path / "killed", log=lambda m: None)
+        assert (tmp_path / "killed" / "work" / "last.pt").is_file()
+        lines = []
+        resumed = train(settings, ptb_corpus, tmp_path / "killed", log=lines.append)
+        assert any(line.startswith("resumed checkpoint") for line in lines), lines
+        assert reference["status"] == "ok" and reference["device"] == "cuda:0"
+        assert comparable(resumed) == comparable(reference)
+
+        sim.take()
+        result = evaluate_run(tmp_path / "ref", str(ptb_corpus), str(mirror / "wordsim"), device="cuda")
+        record = sim.take()
+    assert result["status"] == "ok" and math.isfinite(result["test_ppl"]) and result["press_rank"] >= 1
+    test_tokens = settings["max_tokens"]["test"]
+    passes = 2 if "f_logits_press_rank" in result else 1
+    chunks = passes * math.ceil((test_tokens - 1) / settings["train"]["bptt"])
+    assert not record.mixed, record.mixed
+    assert record.n_syncs <= chunks, dict(record.syncs)
+
+
+def test_precision_flags_are_set_explicitly(ptb_corpus, tmp_path):
+    """torch 2.13 defaults cuDNN RNNs to TF32: fp32 (the default) must say IEEE (defect 4)."""
+    torch.backends.cudnn.rnn.fp32_precision = "tf32"     # torch's own default
+    with simulated_cuda():
+        trainer_module.Trainer(settings_for("softmax"), str(ptb_corpus), log=lambda m: None)
+        assert torch.backends.cudnn.rnn.fp32_precision == "ieee"
+        assert torch.backends.cuda.matmul.fp32_precision == "ieee"
+        trainer_module.Trainer(settings_for("softmax", precision="tf32"), str(ptb_corpus), log=lambda m: None)
+        assert torch.backends.cudnn.rnn.fp32_precision == "tf32"
+        assert torch.backends.cuda.matmul.fp32_precision == "tf32"
+        bf16 = trainer_module.Trainer(settings_for("softmax", precision="bf16"), str(ptb_corpus), log=lambda m: None)
+        assert bf16.autocast == torch.bfloat16 and torch.backends.cudnn.rnn.fp32_precision == "ieee"
