@@ -205,7 +205,7 @@ class Trainer:
         check_every = 1 if self.device.type == "cpu" else SYNC_EVERY
         total_loss = torch.zeros((), dtype=torch.float64, device=self.device)
         first_bad = torch.full((), -1, dtype=torch.int64, device=self.device)
-        total_tokens, done, steps, start = 0, 0, 0, time.perf_counter()
+        total_tokens, done, steps, start, cpu = 0, 0, 0, time.perf_counter(), time.process_time()
         if t["epoch_tokens"] is None:
             self.position = 0  # a full pass per epoch, from the start of the split
         while done < budget:
@@ -246,8 +246,9 @@ class Trainer:
         # one transfer for both: the loss sum (float64 holds any row index exactly)
         total_loss, bad_row = torch.stack((total_loss, first_bad.double())).tolist()
         self.raise_if_diverged(int(bad_row))
-        seconds = time.perf_counter() - start
-        return {"train_loss": total_loss / total_tokens, "train_seconds": seconds, "tokens": total_tokens,
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+        return {"train_loss": total_loss / total_tokens, "train_seconds": seconds, "train_cpu_seconds": cpu,
+                "tokens": total_tokens,
                 "tokens_per_second": total_tokens / seconds}
 
     def raise_if_diverged(self, first_bad: torch.Tensor | int) -> None:
@@ -361,6 +362,9 @@ def train(settings: dict, corpus_path: str, out_dir: str | os.PathLike, log=prin
         "seed": settings["seed"], "n_params": count_parameters(trainer.model),
         "epochs_run": trainer.epoch, "best_epoch": best["epoch"],
         "wall_seconds": sum(r["train_seconds"] for r in trainer.log_rows),
+        # CPU time of the training steps alone (this process, all its threads): the share of a
+        # study's CPU that trains models (`python -m audit bench study`)
+        "train_cpu_seconds": sum(r.get("train_cpu_seconds", math.nan) for r in trainer.log_rows),
         "tokens_per_second": float(np.mean([r["tokens_per_second"] for r in trainer.log_rows])) if trainer.log_rows else math.nan,
         "train_ppl": best_row.get("train_ppl", math.nan), "valid_ppl": best_row.get("valid_ppl", math.nan),
         # the scale a verdict speaks for, and how converged the run is (the audit warns on both)
