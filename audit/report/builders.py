@@ -126,8 +126,9 @@ def cross_scale(src: Sources):
     from audit.stats.io import load_runs
 
     baselines = load_baselines(src.path("baselines")) if src.path("baselines") else None
-    sources = [("published", src.csv("published_claims"), PUBLISHED_SCALE, "pub-claim-"),
-               ("this study", src.csv("claims"), runs_scale(src.runs(), baselines), "claim-")]
+    sources = [("published", src.csv("published_claims"), PUBLISHED_SCALE, "pub-claim-")]
+    if src.path("runs"):  # a study of the published record alone trains nothing
+        sources.append(("this study", src.csv("claims"), runs_scale(src.runs(), baselines), "claim-"))
     further = src.csv("evidence_claims")
     for entry in src.yaml("stats_config").get("evidence") or []:
         claims = further[further["source"] == entry["name"]] if further is not None else None
@@ -190,6 +191,17 @@ def wordsim_wins(src: Sources) -> str:
     from audit.report.figures import wins_heatmap
 
     return wins_heatmap(src.csv("wins"))
+
+
+def forest(key: str, title: str) -> Callable[[Sources], str]:
+    """The forest plot (audit.report.forest) of the comparisons table of input ``key``."""
+    def build(src: Sources) -> str:
+        from audit.report.forest import forest as draw
+
+        return draw(src.csv(key), title)
+
+    build.__name__ = f"forest_{key}"
+    return build
 
 
 def grid_figure(name: str) -> Callable[[Sources], str]:

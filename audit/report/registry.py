@@ -86,6 +86,8 @@ INPUTS = {
     "sequential": Input("--sequential", "{results}/sequential/decisions.json",
                         help="decisions.json of a sequential study (rules/sequential.smk)"),
     "claims": Input("--claims", "{reports}/tables/claims.csv", help="claims.csv"),
+    "published_comparisons": Input("--published-comparisons", "{reports}/tables/published_comparisons.csv",
+                                   help="published_comparisons.csv"),
     "published_claims": Input("--published-claims", "{reports}/tables/published_claims.csv",
                               help="published_claims.csv"),
     "evidence_claims": Input("--evidence-claims", "{reports}/tables/evidence_claims.csv",
@@ -163,9 +165,16 @@ def has_evidence(config: dict) -> bool:
 
 
 def cross_scale_inputs(config: dict) -> tuple[str, ...]:
-    """The cross-scale table's inputs that exist only in some studies."""
-    return (("published_claims",) if has_published(config) else ()) + (
+    """The cross-scale table's inputs that exist only in some studies: this study's runs and
+    claims (a study that trains), the published claims, the further runs tables' claims."""
+    return (("runs", "claims", "baselines") if has_runs(config) else ()) + (
+        ("published_claims",) if has_published(config) else ()) + (
         ("evidence_claims",) if has_evidence(config) else ())
+
+
+def runs_or_published(config: dict) -> bool:
+    """The study has claims to put in the verdict matrix: its own runs' or the papers'."""
+    return has_runs(config) or has_published(config)
 
 
 def _no_inputs(config: dict) -> tuple[str, ...]:
@@ -265,7 +274,7 @@ _PUBLISHED = dict(made_by="published", caption="table_published.rst", when=has_p
 # In page order within each kind.
 REGISTRY: tuple[Output, ...] = (
     # the verdict matrix: every claim, one column per evidence source with its scale; top of the page
-    Output("cross_scale", "table", b.cross_scale, ("runs", "stats_config", "claims", "baselines"),
+    Output("cross_scale", "table", b.cross_scale, ("stats_config",), when=runs_or_published,
            extra_inputs=cross_scale_inputs),
     # the published record, from the papers' own numbers (audit/stats/published/evidence.py); first on the page
     Output("published_comparisons", "table", **_PUBLISHED),
@@ -299,6 +308,10 @@ REGISTRY: tuple[Output, ...] = (
     Output("jacobian", "figure", b.jacobian, ("spectrum",), when=jacobian_on,
            options=lambda config: {"threshold": config["evaluate"]["jacobian"]["threshold"]}),
     Output("wordsim_wins", "figure", b.wordsim_wins, ("wins",), when=two_heads),
+    # a forest plot per comparison family: the study's comparisons, and the published record's
+    Output("forest", "figure", b.forest("comparisons", "this study's comparisons"), ("comparisons",)),
+    Output("published_forest", "figure", b.forest("published_comparisons", "the published record (papers' own numbers)"),
+           ("published_comparisons",), when=has_published),
     Output("grid_rank_vs_ppl", "figure", b.grid_figure("grid_rank_vs_ppl"), ("runs",), when=has_grid),
     Output("grid_heatmaps", "figure", b.grid_figure("grid_heatmaps"), ("runs",), when=has_grid_pairs),
     Output("grid_lines", "figure", b.grid_figure("grid_lines"), ("runs",), when=has_grid),

@@ -217,6 +217,37 @@ def grid_sections(table: pd.DataFrame | None) -> list[dict]:
     return out
 
 
+def numbers_table(text) -> dict | None:
+    """The untestable table's ``numbers`` text as a small table: {metrics, rows: [(model, {metric:
+    value text})]}; None when the text is not in the form ``audit.stats.published.evidence``
+    writes (``<corpus> <row>: <metric> <value>, ...; ...``), so that the page shows it as is.
+
+    The printed values are kept as text: the page reformats none of the papers' numbers.
+    """
+    metrics: dict[str, None] = {}
+    rows = []
+    for part in str(text or "").split("; "):
+        model, sep, values = part.rpartition(": ")  # a model label may itself hold ', ' or ': '
+        if not sep or not model:
+            return None
+        cells = {}
+        for item in values.split(", "):
+            name, _, value = item.rpartition(" ")
+            if not name or not finite(value):
+                return None
+            cells[name] = value
+            metrics.setdefault(name)
+        rows.append((model, cells))
+    return {"metrics": list(metrics), "rows": rows} if rows else None
+
+
+def study_kind(present: dict) -> str:
+    """What a study without language-model runs is, for the page's opening line."""
+    kinds = [text for key, text in (("published", "the published record judged on the papers' own numbers"),
+                                    ("synthetic", "the Dirichlet synthetic study")) if present.get(key)]
+    return (" and ".join(kinds) if kinds else "nothing to show") + ": no language model trained"
+
+
 VERDICT_LABELS = {"not_informative": "not informative: models below the unigram baseline"}
 
 
@@ -283,6 +314,8 @@ def render(runs_path: str, config_path: str, table_paths: list[str], figure_path
         "comparison_groups": group_comparisons(records(tables.get("published_comparisons"))),
         "untestable": records(tables.get("published_untestable")),
     }
+    for row in published["untestable"]:
+        row["numbers_table"] = numbers_table(row.get("numbers"))
     scales = cross_scale(tables.get("cross_scale"))
     present = {
         "scales": scales is not None, "published": any(published.values()), "verdicts": bool(claims), "results": "results" in tables, "comparisons": "comparisons" in tables,
@@ -295,7 +328,7 @@ def render(runs_path: str, config_path: str, table_paths: list[str], figure_path
     }
     context = {
         "study": config.get("study", ""), "description": config.get("description", ""),
-        "n_runs": len(runs), "n_failed": int((runs.get("status", pd.Series(dtype=str)).astype(str) != "ok").sum()),
+        "n_runs": len(runs), "study_kind": study_kind(present), "n_failed": int((runs.get("status", pd.Series(dtype=str)).astype(str) != "ok").sum()),
         "sections": [(key, title) for key, title in SECTION_TITLES if present[key]], "present": present,
         "claims": tested, "claims_not_run": [c for c in claims if c not in tested], "results": records(tables.get("results")),
         "comparison_groups": group_comparisons(records(tables.get("comparisons"))), "correlations": records(tables.get("correlations")),

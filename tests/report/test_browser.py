@@ -4,13 +4,15 @@ A fabricated small study (``support.demo``) goes through the real ``python -m au
 and ``python -m audit report`` commands; the page is opened from disk in headless Chromium and
 checked for console errors and uncaught exceptions, for requests that leave the file (the page
 must be self-contained), and for the verdicts, the comparisons table and the figures being
-rendered with a visible size. A full-page screenshot is saved (to $AUDIT_BROWSER_ARTIFACTS when
-set, else the test's tmp folder). Skipped only when no Chromium binary exists.
+rendered with a visible size. The published record's page (``configs/published.yaml`` through the real
+commands) is laid out at 1,024 and 1,440 px and its layout checked from the DOM. Full-page
+screenshots are saved (to $AUDIT_ARTIFACTS when set, else the test's tmp folder). Skipped only when no Chromium binary exists.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import shutil
@@ -107,14 +109,9 @@ class DevTools:
         raise TimeoutError(f"no {method} within {timeout} s")
 
 
-@pytest.fixture(scope="module")
-def page(tmp_path_factory):
-    """(DevTools client, audit.html path, folder for artefacts) with the audit page loaded."""
-    folder = tmp_path_factory.mktemp("browser")
-    study = fabricate_study(folder, np.random.default_rng(20240611),
-                            description="Fabricated study for the browser test <b>not bold</b>.")
-    html = build_report(study, folder)
-    profile = folder / "profile"  # a new, empty profile: no extensions, no state
+@contextlib.contextmanager
+def browser(html: Path, profile: Path):
+    """A DevTools client of a fresh headless Chromium with ``html`` loaded."""
     proc = subprocess.Popen([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -132,7 +129,7 @@ def page(tmp_path_factory):
             tools.call(f"{domain}.enable")
         tools.call("Page.navigate", url=html.as_uri())
         tools.wait_for("Page.loadEventFired")
-        yield tools, html, Path(os.environ.get("AUDIT_BROWSER_ARTIFACTS") or folder)
+        yield tools
         tools.sock.close()
     finally:
         proc.terminate()
@@ -140,6 +137,22 @@ def page(tmp_path_factory):
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def artefacts(folder: Path) -> Path:
+    """Where screenshots go: $AUDIT_ARTIFACTS (CI keeps it), else the test's tmp folder."""
+    return Path(os.environ.get("AUDIT_ARTIFACTS") or os.environ.get("AUDIT_BROWSER_ARTIFACTS") or folder)
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory):
+    """(DevTools client, audit.html path, folder for artefacts) with the audit page loaded."""
+    folder = tmp_path_factory.mktemp("browser")
+    study = fabricate_study(folder, np.random.default_rng(20240611),
+                            description="Fabricated study for the browser test <b>not bold</b>.")
+    html = build_report(study, folder)
+    with browser(html, folder / "profile") as tools:  # a new, empty profile: no extensions, no state
+        yield tools, html, artefacts(folder)
 
 
 def evaluate(tools: DevTools, expression: str):
@@ -222,3 +235,74 @@ def test_full_page_screenshot(page):
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack(">II", data[16:24])
     assert width == 1400 and height > 2000  # every section rendered below the fold
+
+
+REPO = Path(__file__).resolve().parents[2]
+WIDTHS = (1024, 1440)
+LAYOUT = """(() => {
+  const doc = document.scrollingElement, right = e => e.getBoundingClientRect().right;
+  const box = e => { const s = e.closest('.scroll'); return s ? s.getBoundingClientRect().right : innerWidth; };
+  const cells = Array.from(document.querySelectorAll('#verdict-matrix td.verdict-cell, #published-claims td.verdict-cell'));
+  const tables = ['#verdict-matrix', '#published-claims'].map(s => document.querySelector(s)).filter(t => t);
+  const wide = Array.from(document.querySelectorAll('body *')).filter(e => right(e) > innerWidth + 0.5 && !e.closest('.scroll'));
+  return {scrollWidth: doc.scrollWidth, innerWidth: innerWidth, cells: cells.length,
+          offenders: wide.slice(0, 5).map(e => e.tagName + '.' + e.className + '#' + e.id),
+          cellsOut: cells.filter(c => right(c) > innerWidth + 0.5 || right(c) > box(c) + 0.5).length,
+          tablesScroll: tables.filter(t => t.parentElement.scrollWidth > t.parentElement.clientWidth + 1).length,
+          tables: tables.length,
+          unboxed: Array.from(document.querySelectorAll('main table')).filter(t => !t.parentElement.classList.contains('scroll')).length,
+          badgeLinks: Array.from(document.querySelectorAll('#verdict-matrix a .badge')).length,
+          brokenLinks: Array.from(document.querySelectorAll('#verdict-matrix a')).filter(
+              a => !document.getElementById(a.getAttribute('href').slice(1))).length,
+          numbersTables: document.querySelectorAll('.untestable table.numbers').length,
+          meta: document.querySelector('.meta').textContent,
+          forest: Array.from(document.querySelectorAll('#fig-published-forest svg')).filter(
+              e => e.getBoundingClientRect().width > 300).length};
+})()"""
+
+
+@pytest.fixture(scope="module")
+def published_page(tmp_path_factory):
+    """(DevTools client, artefacts folder) with the published record's audit page loaded: its
+    tables, verdict matrix and forest plot made by the real commands from ``configs/published.yaml``."""
+    from support.demo import _audit
+
+    folder = tmp_path_factory.mktemp("published")
+    config, tables, figures = REPO / "configs" / "published.yaml", folder / "tables", folder / "figures"
+    _audit("stats", "--config", config, "--summaries", REPO / "audit" / "data" / "published.csv", "--out", tables,
+           "--table", "published_comparisons", "--table", "published_claims", "--table", "published_untestable")
+    _audit("report", "table", "--name", "cross_scale", "--config", config, "--published-claims",
+           tables / "published_claims.csv", "--out", tables / "cross_scale.csv")
+    _audit("report", "figure", "--name", "published_forest", "--published-comparisons",
+           tables / "published_comparisons.csv", "--out", figures / "published_forest.svg")
+    html = folder / "audit.html"
+    _audit("report", "html", "--config", config, "--tables", *sorted(map(str, tables.glob("*.csv"))),
+           "--figures", str(figures / "published_forest.svg"), "--out", html)
+    with browser(html, folder / "profile") as tools:
+        yield tools, artefacts(folder)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_published_layout_fits_the_viewport(published_page, width):
+    """At 1,024 and 1,440 px: no horizontal page scroll, the verdict matrix and the claims table
+    fit without scrolling their box, every verdict cell lies inside the viewport, every table
+    sits in its own scroll box; badges link to rows that exist; untestable numbers are tables;
+    the page says what a study without runs is; the forest plot is drawn. A screenshot is kept."""
+    tools, out = published_page
+    tools.call("Emulation.setDeviceMetricsOverride", width=width, height=900, deviceScaleFactor=1, mobile=False)
+    facts = evaluate(tools, "new Promise(r => requestAnimationFrame(() => r(" + LAYOUT + ")))")
+    assert facts["innerWidth"] == width
+    assert facts["scrollWidth"] <= facts["innerWidth"], facts
+    assert facts["tables"] == 2 and facts["tablesScroll"] == 0, facts
+    assert facts["cells"] >= 2 * 19 and facts["cellsOut"] == 0, facts  # 19 published claims, 2 tables
+    assert facts["unboxed"] == 0 and facts["badgeLinks"] == 19 and facts["brokenLinks"] == 0
+    assert facts["numbersTables"] >= 10
+    assert "0 runs" not in facts["meta"] and "published record" in facts["meta"]
+    assert facts["forest"] == 1
+    height = tools.call("Page.getLayoutMetrics")["cssContentSize"]["height"]
+    shot = tools.call("Page.captureScreenshot", format="png", captureBeyondViewport=True,
+                      clip={"x": 0, "y": 0, "width": width, "height": height, "scale": 1})
+    path = out / f"audit-published-{width}.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(base64.b64decode(shot["data"]))
+    assert struct.unpack(">II", path.read_bytes()[16:24])[0] == width

@@ -108,3 +108,18 @@ def test_jacobian_figure_draws_one_line_per_head_and_the_threshold():
     svg = figures.jacobian_spectra(curves, threshold=1e-3)
     assert "softmax (n=2)" in svg and "mos (n=1)" in svg and "threshold 0.001" in svg
     assert EMPTY_MARK in figures.jacobian_spectra({})
+
+
+def test_forest_marks_holm_significance_and_draws_the_multibootstrap_ci_only_when_present():
+    """A filled marker exactly for p_adj < alpha; the multi-bootstrap legend entry only with mb_* columns."""
+    import pandas as pd
+
+    from audit.report.forest import forest, significant
+
+    assert significant({"p_adj": 0.049, "alpha": 0.05}) and not significant({"p_adj": 0.05, "alpha": 0.05})
+    assert not significant({"p_adj": float("nan")})
+    rows = pd.DataFrame(dict(family="f", metric="test_ppl", corpus="ptb", head_a=["a", "b"], head_b="s",
+                             diff=[-1.0, 0.1], diff_ci_low=[-1.5, -0.2], diff_ci_high=[-0.5, 0.4],
+                             p_adj=[0.01, 0.6], alpha=0.05, equivalence_margin=0.2))
+    assert "multi-bootstrap" not in forest(rows, "t")
+    assert "multi-bootstrap" in forest(rows.assign(mb_ci_low=[-2.0, -0.5], mb_ci_high=[0.0, 0.7]), "t")

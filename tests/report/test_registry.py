@@ -59,14 +59,14 @@ def test_stats_entries_are_the_stats_verb_tables_in_order():
 def test_smoke_study_draws_the_lm_tables_jacobian_and_wins():
     config = load_study(REPO / "configs" / "smoke.yaml")
     assert names(registry.drawn(config, "table")) == LM_TABLES
-    assert names(registry.drawn(config, "figure")) == LM_FIGURES + ["jacobian", "wordsim_wins"]
+    assert names(registry.drawn(config, "figure")) == LM_FIGURES + ["jacobian", "wordsim_wins", "forest"]
 
 
 def test_one_head_without_jacobian_draws_neither_figure():
     config = copy.deepcopy(load_study(REPO / "configs" / "smoke.yaml"))
     config["heads"] = config["heads"][:1]
     config["evaluate"]["jacobian"]["contexts"] = 0
-    assert names(registry.drawn(config, "figure")) == LM_FIGURES
+    assert names(registry.drawn(config, "figure")) == LM_FIGURES + ["forest"]
     assert names(registry.drawn(config, "table")) == LM_TABLES  # the stats tables are written even if empty
 
 

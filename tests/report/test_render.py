@@ -122,3 +122,17 @@ def test_qualitative_section_without_the_jacobian_figure(tmp_path):
                    "seeds": 1, "in_top_k": 1, "median_rank": 3, "top": "a b c d e"}]).to_csv(topk, index=False)
     html = render.render(str(runs), str(config), [str(topk)], [])
     assert 'id="qualitative"' in html and "fig-jacobian" not in html and "a b c d e" in html
+
+
+def test_untestable_numbers_become_a_model_by_metric_table():
+    """The untestable table's numbers text parses into rows per model and the union of metrics (as
+    printed); a model label with ', ' and ': ' stays whole; text of another form is left as is."""
+    from audit.report.render import numbers_table
+
+    table = numbers_table("ptb MoS K = 15, dropoutl = 0.29: test_ppl 56.07, press_rank 9979; "
+                          "ptb sigsoftmax: press_rank 4640, test_ppl_gain -0.06")
+    assert table == {"metrics": ["test_ppl", "press_rank", "test_ppl_gain"],
+                     "rows": [("ptb MoS K = 15, dropoutl = 0.29", {"test_ppl": "56.07", "press_rank": "9979"}),
+                              ("ptb sigsoftmax", {"press_rank": "4640", "test_ppl_gain": "-0.06"})]}
+    assert numbers_table("") is None and numbers_table("free text without numbers") is None
+    assert numbers_table("ptb x: test_ppl high") is None

@@ -1,0 +1,100 @@
+"""Forest plots of a comparisons table: every difference with its interval, one panel per family.
+
+Drawn for the published record (``published_comparisons.csv``) and for a study
+(``comparisons.csv``). Each row of the table is one line: the difference ``diff = mean_a -
+mean_b`` with its 95% Welch interval (``diff_ci_low``, ``diff_ci_high``) and, where the table has
+the multi-bootstrap's ``mb_ci_low`` / ``mb_ci_high`` (seeds and test sentences resampled
+together), that interval too, drawn thinner below it. The equivalence margin ``[-m, +m]`` is the
+shaded band behind each row; a filled marker means Holm-adjusted ``p_adj < alpha`` (the row's
+``alpha``, default 0.05), a hollow one that the family-wise test does not reject. Metrics differ
+in scale, so each (family, metric) is its own panel with its own x axis.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from audit.plots import RC, empty_svg, plt, to_svg
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+
+REQUIRED = ("family", "metric", "head_a", "head_b", "diff", "diff_ci_low", "diff_ci_high", "p_adj")
+
+
+def _float(value) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def significant(row: dict) -> bool:
+    """Holm-adjusted significance of one row: ``p_adj < alpha``; False when p_adj is undefined
+    (an undefined test is never drawn as a rejection)."""
+    p, alpha = _float(row.get("p_adj")), _float(row.get("alpha"))
+    return bool(np.isfinite(p) and p < (alpha if np.isfinite(alpha) else 0.05))
+
+
+def forest(comparisons: pd.DataFrame | None, title: str) -> str:
+    """The forest plot of a comparisons table.
+
+    Args:
+        comparisons: rows (n,) with the columns of ``REQUIRED``, optionally ``corpus``,
+            ``equivalence_margin``, ``alpha``, ``mb_ci_low``, ``mb_ci_high``.
+        title: the figure's title (which record it draws).
+
+    Returns:
+        SVG text; one panel per (family, metric) in first-seen order, one row per comparison
+        labelled ``corpus: A vs B``. Rows without a finite difference are left out and counted in
+        the panel's title.
+    """
+    if comparisons is None or comparisons.empty:
+        return empty_svg("no comparisons to draw")
+    missing = [c for c in REQUIRED if c not in comparisons.columns]
+    if missing:
+        return empty_svg(f"the comparisons table lacks {', '.join(missing)}")
+    has_mb = {"mb_ci_low", "mb_ci_high"} <= set(comparisons.columns)
+    groups = list(comparisons.groupby(["family", "metric"], sort=False))
+    heights = [max(len(g), 1) for _, g in groups]
+    with plt.rc_context(RC):
+        fig, axes = plt.subplots(len(groups), 1, figsize=(9.0, 1.1 + 0.32 * sum(heights) + 0.7 * len(groups)),
+                                 squeeze=False, gridspec_kw={"height_ratios": heights})
+        for ax, ((family, metric), group) in zip(axes[:, 0], groups):
+            rows = [r for r in group.to_dict("records") if np.isfinite(_float(r["diff"]))]
+            dropped = len(group) - len(rows)
+            for y, row in enumerate(rows):
+                margin = _float(row.get("equivalence_margin"))
+                if np.isfinite(margin) and margin > 0:
+                    ax.fill_betweenx([y - 0.42, y + 0.42], -margin, margin, color="#dbe7f6", lw=0)
+                low, high = _float(row["diff_ci_low"]), _float(row["diff_ci_high"])
+                if np.isfinite(low) and np.isfinite(high):
+                    ax.plot([low, high], [y, y], color="#1b1b1b", lw=1.6, solid_capstyle="butt")
+                if has_mb:
+                    mb_low, mb_high = _float(row.get("mb_ci_low")), _float(row.get("mb_ci_high"))
+                    if np.isfinite(mb_low) and np.isfinite(mb_high):
+                        ax.plot([mb_low, mb_high], [y + 0.22, y + 0.22], color="#c05600", lw=1.0)
+                filled = significant(row)
+                ax.plot(row["diff"], y, "o", ms=6, color="#1d4e89",
+                        markerfacecolor="#1d4e89" if filled else "white")
+            ax.axvline(0.0, color="#888888", lw=0.8)
+            ax.set_yticks(range(len(rows)))
+            ax.set_yticklabels([(f"{r['corpus']}: " if "corpus" in r and pd.notna(r["corpus"]) else "")
+                                + f"{r['head_a']} vs {r['head_b']}" for r in rows], fontsize=8)
+            ax.set_ylim(len(rows) - 0.5, -0.5)
+            ax.set_xlabel(f"{metric}: diff = mean A − mean B", fontsize=8)
+            note = f" ({dropped} without a difference left out)" if dropped else ""
+            ax.set_title(f"{family} · {metric}{note}", fontsize=9, loc="left")
+        legend = [Line2D([], [], color="#1b1b1b", lw=1.6, label="95% Welch CI"),
+                  Line2D([], [], marker="o", ls="", color="#1d4e89", label="Holm p_adj < α"),
+                  Line2D([], [], marker="o", ls="", color="#1d4e89", markerfacecolor="white",
+                             label="not significant after Holm"),
+                  Patch(color="#dbe7f6", label="equivalence margin ±m")]
+        if has_mb:
+            legend.insert(1, Line2D([], [], color="#c05600", lw=1.0, label="95% multi-bootstrap CI"))
+        fig.suptitle(title, fontsize=10, x=0.01, ha="left")
+        fig.legend(handles=legend, loc="upper right", ncol=len(legend), fontsize=7, frameon=False)
+        fig.tight_layout(rect=(0, 0, 1, 0.97))
+        return to_svg(fig)
