@@ -40,7 +40,12 @@ def main(argv: list[str] | None = None) -> int:
     except AuditError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    except Exception as err:  # a crash: keep the traceback for the log, then end it with one line
+    except Exception as err:
+        if type(err).__name__ == "OutOfMemoryError":  # torch.cuda's, by name: no torch import here
+            # not a crash of the code: the job exits non-zero and Snakemake's retries rerun it
+            print(f"error: out of GPU memory in {argv[0]}: {' '.join(str(err).split())[:300]}", file=sys.stderr)
+            return 1
+        # a crash: keep the traceback for the log, then end it with one line
         import traceback
 
         traceback.print_exc()

@@ -97,6 +97,17 @@ def pool_runs_per_gpu(runs_per_gpu: int | str) -> int:
     return AUTO_MAX_RUNS_PER_GPU if runs_per_gpu == "auto" else int(runs_per_gpu)
 
 
+def job_gpu_slots(device: str, runs_per_gpu: int | str, attempt: int = 1, local: bool = True) -> int:
+    """GPU slots a training or evaluation job holds: ``job_gpus`` on its first attempt; on a
+    retry (Snakemake ``retries:`` after an out-of-memory exit) every slot of one GPU, so the
+    rerun has that GPU to itself. Under a cluster executor (``local`` False) a job already owns
+    its GPU(s), and more slots would ask the scheduler for more GPUs: it stays ``job_gpus``."""
+    gpus = job_gpus(device)
+    if gpus == 0 or attempt <= 1 or not local:
+        return gpus
+    return pool_runs_per_gpu(runs_per_gpu)
+
+
 def pool_size(gpus: int, runs_per_gpu: int | str) -> int:
     """Concurrent GPU jobs for ``--resources gpu=<gpus>``: each job holds one slot."""
     return int(gpus) * pool_runs_per_gpu(runs_per_gpu)
@@ -120,11 +131,13 @@ class Slot:
     key: str
     path: Path
     fd: int
+    more: tuple[int, ...] = ()  # further slots of the same device (a retry holding the whole GPU)
 
     def release(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)  # closing the descriptor drops the flock
-            self.fd = -1
+        for fd in (self.fd, *self.more):
+            if fd >= 0:
+                os.close(fd)  # closing the descriptor drops the flock
+        self.fd, self.more = -1, ()
 
 
 def _try_lock(path: Path) -> int | None:
@@ -157,8 +170,8 @@ def device_loads(keys: list[str], slots: int, lock_dir: Path) -> dict[str, list[
 
 def acquire_slot(devices: list[int], runs_per_gpu: int | str, lock_dir: str | os.PathLike | None = None,
                  keys: list[str] | None = None, free_memory: Callable[[str], tuple[float, float] | None] | None = None,
-                 poll: float = 2.0, timeout: float | None = None, log=None) -> Slot:
-    """Take a free slot on the least-loaded device, waiting while every device is full.
+                 poll: float = 2.0, timeout: float | None = None, log=None, count: int = 1) -> Slot:
+    """Take ``count`` free slots of one device, the least-loaded, waiting while none has room.
 
     Args:
         devices: device indices as the job's torch sees them (``cuda:<index>``).
@@ -168,6 +181,8 @@ def acquire_slot(devices: list[int], runs_per_gpu: int | str, lock_dir: str | os
             key in every process (default: the CUDA_VISIBLE_DEVICES entry, else the index).
         free_memory: key -> (free MB, largest process MB) or None when unknown; ``auto`` only.
         poll: seconds between tries while full; timeout: give up (AuditError) after this long.
+        count: slots to hold on that one device (capped at the slots per device: a retry after
+            running out of memory asks for all of them, so no other run shares its GPU).
 
     Ties go to the lowest device index, so runs fill devices in the order listed.
     """
@@ -179,6 +194,7 @@ def acquire_slot(devices: list[int], runs_per_gpu: int | str, lock_dir: str | os
     slots = pool_runs_per_gpu(runs_per_gpu)
     if slots < 1:
         raise AuditError(f"train.runs_per_gpu must be at least 1, got {runs_per_gpu!r}")
+    count = max(1, min(int(count), slots))
     started, said = time.monotonic(), False
     while True:
         # one decision at a time: without it two jobs could both see device 0 as the emptiest
@@ -187,17 +203,23 @@ def acquire_slot(devices: list[int], runs_per_gpu: int | str, lock_dir: str | os
             busy = device_loads(keys, slots, lock_dir)
             for i in sorted(range(len(devices)), key=lambda i: (len(busy[keys[i]]), i)):
                 key = keys[i]
-                if len(busy[key]) >= slots or not _has_room(runs_per_gpu, busy[key], key, free_memory):
+                if len(busy[key]) + count > slots or not _has_room(runs_per_gpu, busy[key], key, free_memory):
                     continue
+                held = []  # (slot, path, fd)
                 for k in range(slots):
-                    if k in busy[key]:
+                    if k in busy[key] or len(held) == count:
                         continue
                     path = _slot_path(lock_dir, key, k)
                     fd = _try_lock(path)
                     if fd is not None:
                         os.ftruncate(fd, 0)
                         os.write(fd, f"{os.getpid()}\n".encode())  # who holds it, for people reading the folder
-                        return Slot(devices[i], k, key, path, fd)
+                        held.append((k, path, fd))
+                if len(held) == count:
+                    (k, path, fd), rest = held[0], held[1:]
+                    return Slot(devices[i], k, key, path, fd, tuple(f for _, _, f in rest))
+                for _, _, fd in held:  # a slot taken meanwhile (outside the guard): try again later
+                    os.close(fd)
         if timeout is not None and time.monotonic() - started > timeout:
             raise AuditError(f"GPU assignment: every slot of devices {keys} stayed busy for {timeout:.0f} s "
                              f"(lock folder {lock_dir})")
@@ -330,9 +352,13 @@ def resolve_device(name: str):
         if _HELD is None:
             runs = os.environ.get("AUDIT_RUNS_PER_GPU", "1")
             runs = runs if runs == "auto" else int(runs)
+            # AUDIT_GPU_SLOTS: the job's Snakemake `gpu` resource (job_gpu_slots), all of a GPU's
+            # slots on a retry after running out of memory
+            count = int(os.environ.get("AUDIT_GPU_SLOTS") or 1)
             _HELD = acquire_slot(job_devices(torch.cuda.device_count()), runs, free_memory=nvidia_smi_free_memory,
-                                 log=lambda msg: print(msg, file=sys.stderr, flush=True))
-            print(f"GPU assignment: cuda:{_HELD.device} (device {_HELD.key}, slot {_HELD.slot})",
+                                 log=lambda msg: print(msg, file=sys.stderr, flush=True), count=count)
+            print(f"GPU assignment: cuda:{_HELD.device} (device {_HELD.key}, slot {_HELD.slot}"
+                  + (f", holding {1 + len(_HELD.more)} slots: the whole GPU" if _HELD.more else "") + ")",
                   file=sys.stderr, flush=True)
         torch.cuda.set_device(_HELD.device)
         return torch.device("cuda", _HELD.device)

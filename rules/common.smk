@@ -7,7 +7,7 @@ import yaml
 from snakemake.utils import update_config
 
 from audit.config import check_study, run_settings, settings_text, stats_sections, write_yaml
-from audit.device import job_gpus, pool_size
+from audit.device import job_gpu_slots, job_gpus, pool_size
 from audit.errors import AuditError
 from audit.report import registry as _report_registry
 from audit.stats.sequential import schedule as _schedule
@@ -140,10 +140,18 @@ def train_threads(wildcards):
     return job_settings(wildcards)["train"]["threads"]
 
 
-def train_gpus(wildcards):
+def train_gpus(wildcards, attempt=1):
     """GPU slots of a run's job: 1 for `cuda` (decided from the config, so a plan made on a
-    CPU-only login node still requests GPUs), for `auto` 1 when this host has a GPU, else 0."""
-    return job_gpus(job_settings(wildcards)["train"]["device"])
+    CPU-only login node still requests GPUs), for `auto` 1 when this host has a GPU, else 0.
+    A retry (`retries:`, e.g. after running out of GPU memory) holds all train.runs_per_gpu
+    slots of one GPU when Snakemake runs the jobs itself; the job reads the count from
+    AUDIT_GPU_SLOTS (audit/device.py)."""
+    return job_gpu_slots(job_settings(wildcards)["train"]["device"], config["train"]["runs_per_gpu"],
+                         attempt, workflow.local_exec)
+
+
+# Snakemake reruns a failed training or evaluation job this many times (train.oom_retries)
+JOB_RETRIES = config["train"]["oom_retries"]
 
 
 # GPUs: `--resources gpu=G` means G GPUs. Each GPU job holds one slot, so the pool becomes

@@ -17,6 +17,7 @@ rule evaluate:
         run_dir=RUN_DIR,
         wordsim_dir=f"{DATA}/wordsim",
     threads: train_threads
+    retries: JOB_RETRIES  # out of GPU memory: rerun on a GPU of its own (train_gpus), resuming
     resources:
         gpu=train_gpus,
         runtime=lambda wc: sizing.evaluate_minutes(job_settings(wc)),
@@ -26,7 +27,7 @@ rule evaluate:
     benchmark:  # wall s, peak memory, CPU s of the job; recorded in provenance.json
         f"{RUN_DIR}/benchmark_evaluate.tsv"
     shell:
-        "python -m audit evaluate --run-dir {params.run_dir} --corpus {input.corpus} "
+        "AUDIT_GPU_SLOTS={resources.gpu} python -m audit evaluate --run-dir {params.run_dir} --corpus {input.corpus} "
         "--wordsim-dir {params.wordsim_dir} > {log} 2>&1"
 
 

@@ -12,6 +12,7 @@ rule train:
         settings=train_settings,
         run_dir=RUN_DIR,
     threads: train_threads
+    retries: JOB_RETRIES  # out of GPU memory: rerun on a GPU of its own (train_gpus), resuming
     resources:
         gpu=train_gpus,
         runtime=lambda wc: sizing.train_minutes(job_settings(wc)),
@@ -21,5 +22,5 @@ rule train:
     benchmark:  # wall s, peak memory, CPU s of the job (of its last attempt, if resumed); provenance.json
         f"{RUN_DIR}/benchmark_train.tsv"
     shell:
-        "python -m audit train --settings {params.settings:q} --corpus {input.corpus} "
+        "AUDIT_GPU_SLOTS={resources.gpu} python -m audit train --settings {params.settings:q} --corpus {input.corpus} "
         "--out-dir {params.run_dir} > {log} 2>&1"

@@ -160,7 +160,9 @@ def _dry_run(tmp_path, mirror, device_setting, *extra):
     poison = tmp_path / "poison" / "torch"
     poison.mkdir(parents=True)
     (poison / "__init__.py").write_text("raise ImportError('torch imported while planning')\n")
-    env = {**os.environ, "AUDIT_DATA_MIRROR": str(mirror), "PYTHONPATH": str(poison.parent),
+    # the poison first, then the caller's path (so the package under test is the one planning)
+    path = [str(poison.parent), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "AUDIT_DATA_MIRROR": str(mirror), "PYTHONPATH": os.pathsep.join(path),
            "CUDA_VISIBLE_DEVICES": ""}
     proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "2", "--configfile",
                            "configs/plan.yaml", *extra], cwd=workdir, env=env, capture_output=True, text=True,
@@ -249,3 +251,22 @@ def test_nvidia_smi_free_memory_reads_N_A_as_unknown(monkeypatch):
                         lambda cmd, **kw: SimpleNamespace(stdout=answers[cmd[1]]))
     assert device.nvidia_smi_free_memory("0") is None
     assert device.nvidia_smi_free_memory("GPU-def") == (1234.0, 500.0)
+
+
+def test_a_retry_holds_every_slot_of_one_gpu_locally_but_not_under_a_cluster():
+    assert device.job_gpu_slots("cuda", 4, attempt=1) == 1
+    assert device.job_gpu_slots("cuda", 4, attempt=2) == 4
+    assert device.job_gpu_slots("cuda", "auto", attempt=3) == device.AUTO_MAX_RUNS_PER_GPU
+    assert device.job_gpu_slots("cuda", 4, attempt=2, local=False) == 1  # SLURM: more would ask for 4 GPUs
+    assert device.job_gpu_slots("cpu", 4, attempt=2) == 0
+
+
+def test_a_whole_gpu_request_takes_an_empty_device_and_keeps_others_off_it(tmp_path):
+    shared = device.acquire_slot([0, 1], 3, tmp_path)  # device 0, one of its three slots
+    whole = device.acquire_slot([0, 1], 3, tmp_path, count=3)
+    assert (shared.device, whole.device, len(whole.more)) == (0, 1, 2)
+    assert device.acquire_slot([0, 1], 3, tmp_path).device == 0  # device 1 is full
+    with pytest.raises(AuditError, match="stayed busy"):  # device 0 has free slots, but not three
+        device.acquire_slot([0, 1], 3, tmp_path, count=3, poll=0.01, timeout=0.05)
+    whole.release()
+    assert device.acquire_slot([0, 1], 3, tmp_path).device == 1  # all three of its locks were dropped

@@ -16,6 +16,11 @@ the corpus's vocabulary size (speed does not depend on which words):
 
 On a CPU it runs a tiny size (``--tiny`` is implied), so CI exercises every step; its figures
 say nothing about GPUs.
+
+The parent process never touches CUDA: which device there is, and every measurement (the one
+run included), comes from child processes. A parent holding a CUDA context, its cached memory
+and a GPU slot through the sweep would skew the figures it reports, and each child's peak
+memory counter starts at zero, so no head's peak carries over to the next.
 """
 
 from __future__ import annotations
@@ -108,6 +113,17 @@ def worker(settings: dict, corpus: str, steps: int, warmup: int, barrier: Path |
     return {"tokens": tokens, "start": start, "end": end, "peak_bytes": memory}
 
 
+def probe_device() -> dict:
+    """torch version, CUDA availability, GPU name and memory, asked of a child process."""
+    code = ("import json, torch; c = torch.cuda.is_available(); print(json.dumps({'torch': torch.__version__, "
+            "'cuda': c, 'name': torch.cuda.get_device_name() if c else '', "
+            "'gib': torch.cuda.get_device_properties(0).total_memory / 2**30 if c else 0}))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=600)
+    if done.returncode:
+        raise AuditError(f"bench gpu: probing the device failed: {done.stderr.strip()[-400:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def concurrent(settings: dict, corpus: str, n: int, steps: int, warmup: int, env: dict | None = None) -> dict:
     """N worker processes with a common start: aggregate tokens/s over the union window."""
     with tempfile.TemporaryDirectory(prefix="audit-bench-gpu-") as tmp:
@@ -185,22 +201,21 @@ def main(argv: list[str]) -> int:
     if args.worker:  # one concurrent run: print its JSON figures
         print(json.dumps(worker(json.loads(args.worker), args.corpus, args.steps, args.warmup, Path(args.barrier))))
         return 0
-    import torch
-
     from audit.config import load_study
 
-    cuda = torch.cuda.is_available() if args.device == "auto" else args.device == "cuda"
-    if args.device == "cuda" and not torch.cuda.is_available():
+    probe = probe_device()  # in a child: this process keeps no CUDA context
+    cuda = probe["cuda"] if args.device == "auto" else args.device == "cuda"
+    if args.device == "cuda" and not probe["cuda"]:
         raise AuditError("bench gpu: --device cuda but no CUDA device is available")
     device, tiny = ("cuda" if cuda else "cpu"), (args.tiny or not cuda)
     steps = args.steps or (100 if not tiny else 5)
     warmup = args.warmup if args.warmup is not None else (20 if not tiny else 2)
     ns = [int(n) for n in (args.concurrency or ("1,2" if not cuda else ",".join(map(str, CONCURRENCY)))).split(",")]
-    where = f"{torch.cuda.get_device_name()} ({torch.cuda.get_device_properties(0).total_memory / 2**30:.0f} GiB)" \
+    where = f"{probe['name']} ({probe['gib']:.0f} GiB)" \
         if cuda else "cpu, tiny model (CI check: no GPU figure)"
     config = load_study(args.config)
     corpus_name = config["data"]["corpora"][0]
-    print(f"bench gpu on {where}; arms of {args.config}; {steps} timed steps after {warmup} warm-up; torch {torch.__version__}")
+    print(f"bench gpu on {where}; arms of {args.config}; {steps} timed steps after {warmup} warm-up; torch {probe['torch']}")
     best = {}
     with tempfile.TemporaryDirectory(prefix="audit-bench-gpu-") as tmp:
         # the runs share GPU 0 on purpose: private locks with room for every worker (audit/device.py)
@@ -211,10 +226,10 @@ def main(argv: list[str]) -> int:
             corpus = str(fake_corpus(vocab, max(50_000, 4 * (steps + warmup + 2) * settings["train"]["batch_size"]
                                          * (settings["train"]["bptt"] + settings["train"]["max_seq_len_delta"])),
                                      Path(tmp) / f"{family}.pt"))
-            one = worker(settings, corpus, steps, warmup, None)
-            tps = one["tokens"] / (one["end"] - one["start"])
+            one = concurrent(settings, corpus, 1, steps, warmup)  # a child: fresh context and peak counter
+            tps = one["tokens_per_second"]
             print(f"\n{family}: one run {tps:,.0f} tokens/s -> {TRAIN_TOKENS[corpus_name] / tps:,.1f} s per "
-                  f"{corpus_name} epoch (training), peak {one['peak_bytes'] / 1e9:.2f} GB")
+                  f"{corpus_name} epoch (training), peak {one['peak_gb']:.2f} GB")
             modes = [("plain", None)]
             mps = None if (args.no_mps or not cuda) else start_mps(f"{tmp}/mps")
             if mps is not None:

@@ -9,6 +9,10 @@ same settings resumes and ends with exactly the metrics of an uninterrupted run 
 checkpoint written under other settings, data, device type or ``TRAINING_VERSION`` is never
 resumed (``audit.train.checkpoint`` decides, and the log says why the run starts afresh).
 A non-finite loss ends the run with status ``failed`` and the reason, instead of crashing.
+Running out of GPU memory is no property of the run: the job exits non-zero with one line
+(``error: out of GPU memory ...``), writes no metrics, keeps its checkpoint and records the event
+in ``work/oom.json``; Snakemake's ``retries:`` reruns it on a GPU of its own, it resumes, and its
+metrics.json lists the events under ``gpu_oom_retries``.
 """
 
 from __future__ import annotations
@@ -38,6 +42,11 @@ from audit.train.steps import FastAverage, keep_freed_memory
 # version are then never resumed, so a run never mixes epochs of two versions of the code.
 TRAINING_VERSION = 1
 
+
+# Test hook: when set to a file path that does not exist yet, the trainer creates that file and
+# raises torch's out-of-memory error before its second epoch (once), so that the retry through
+# Snakemake can be tested on a machine without a GPU. Never set outside tests.
+INJECT_OOM_ENV = "AUDIT_INJECT_OOM_ONCE"
 
 # Training steps between two host reads of the divergence check on a GPU.
 SYNC_EVERY = 50
@@ -341,17 +350,21 @@ def train(settings: dict, corpus_path: str, out_dir: str | os.PathLike, log=prin
     trainer = resume(settings, corpus_path, last, log)
     identity = trainer.identity()
     status, error = "ok", ""
+    oom_log = out / "work" / "oom.json"
     try:
         while trainer.epoch < trainer.t["epochs"]:
+            _inject_oom_once(trainer.epoch)
             row = trainer.run_epoch()
             checkpoint.save(trainer.state_dict(), identity, trainer.t["epochs"], last)
             progress.record(out, trainer.log_rows, trainer.t["epochs"])  # for `python -m audit progress`
             log(f"epoch {row['epoch']:4d} | train loss {row['train_loss']:.4f} ppl {row['train_ppl']:9.2f} | "
                 f"valid ppl {row['valid_ppl']:9.2f} | {row['tokens_per_second']:8.0f} tok/s"
                 + (" | switched to ASGD" if row.get("switched_to_asgd") else ""))
-    except (Divergence, torch.cuda.OutOfMemoryError) as err:
+    except Divergence as err:
         status, error = "failed", f"{type(err).__name__}: {err}"
         log(f"run failed: {error}")
+    except torch.cuda.OutOfMemoryError as err:
+        raise out_of_memory(err, settings, trainer, oom_log) from None
     best = trainer.best
     weights = best["state"] if best["state"] is not None else trainer.model.state_dict()
     best_row = next((r for r in trainer.log_rows if r["epoch"] == best["epoch"]), {})
@@ -373,11 +386,37 @@ def train(settings: dict, corpus_path: str, out_dir: str | os.PathLike, log=prin
         "asgd_epoch": next((r["epoch"] for r in rows if r.get("switched_to_asgd")), None),
         "valid_gain_last": convergence_gain(rows),
         "device": str(trainer.device), "model": trainer.cfg.to_dict(), "settings": settings,
+        # provenance: each time a job of this run ran out of GPU memory and was rerun
+        "gpu_oom_retries": json.loads(oom_log.read_text()) if oom_log.is_file() else [],
         "log": trainer.log_rows,
     }
     atomic_save({"config": trainer.cfg.to_dict(), "state": weights, "vocab": trainer.vocab}, out / "model.pt")
     atomic_write_text(json.dumps(metrics, indent=1, sort_keys=True, allow_nan=True), out / "metrics.json")
     return metrics
+
+
+def _inject_oom_once(epoch: int) -> None:
+    """The ``AUDIT_INJECT_OOM_ONCE`` test hook (see INJECT_OOM_ENV): once, before epoch 2."""
+    marker = os.environ.get(INJECT_OOM_ENV)
+    if marker and epoch >= 1 and not os.path.exists(marker):
+        Path(marker).touch()
+        raise torch.cuda.OutOfMemoryError(f"injected by {INJECT_OOM_ENV} (test hook)")
+
+
+def out_of_memory(err: Exception, settings: dict, trainer: Trainer, oom_log: Path) -> AuditError:
+    """The one-line error of a training job that ran out of GPU memory, after recording it.
+
+    No metrics.json is written (the run is not ``failed``: that is kept for divergence) and the
+    last epoch checkpoint stays, so Snakemake's retry resumes where this attempt stopped.
+    """
+    message = " ".join(str(err).split())[:300]
+    events = json.loads(oom_log.read_text()) if oom_log.is_file() else []
+    events.append({"epoch": trainer.epoch + 1, "device": str(trainer.device),
+                   "gpu_slots": int(os.environ.get("AUDIT_GPU_SLOTS") or 1), "error": message})
+    atomic_write_text(json.dumps(events, indent=1), oom_log)
+    return AuditError(f"out of GPU memory: {settings['name']} seed {settings['seed']} at epoch {trainer.epoch + 1} "
+                      f"on {trainer.device} (holding {events[-1]['gpu_slots']} slot(s)); the checkpoint after "
+                      f"epoch {trainer.epoch} is kept and a retry resumes it ({message})")
 
 
 def main(argv: list[str]) -> int:

@@ -34,3 +34,23 @@ def test_cpu_run_prints_every_figure_and_exits_0(capsys):
     for name in ("paper-ptb", "paper-wt2"):
         line = next(ln for ln in out.splitlines() if ln.strip().startswith(name))
         assert float(line.split()[1].replace(",", "")) > 0
+
+
+def test_the_parent_never_touches_cuda_nor_measures_itself(capsys, monkeypatch):
+    # issue 22, fix 7: a parent holding a CUDA context, cached memory and a slot through the
+    # sweep skews its own figures; children ask for the device and do every measurement
+    import pytest
+
+    def touched(*args, **kwargs):
+        raise AssertionError("the bench gpu parent touched CUDA or measured in-process")
+
+    for name in ("is_available", "init", "_lazy_init", "get_device_name", "get_device_properties",
+                 "max_memory_reserved", "synchronize", "device_count"):
+        monkeypatch.setattr(torch.cuda, name, touched)
+    monkeypatch.setattr(gpu, "worker", touched)
+    assert gpu.main(["--device", "auto", "--families", "softmax", "--concurrency", "1", "--steps", "2",
+                     "--warmup", "1", "--no-mps"]) == 0
+    out = capsys.readouterr().out
+    if "cpu, tiny model" not in out:
+        pytest.skip("CUDA is present: a full-size benchmark ran")
+    assert "\nsoftmax: one run " in out and out.count("plain N= 1:") == 1

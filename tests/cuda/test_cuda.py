@@ -1,10 +1,13 @@
 """The CUDA path against the CPU path: heads, training steps, PLIF's atomics, the spectrum.
 
-These run only where CUDA is present (skipped elsewhere, saying so). Tolerances are float32's:
-cuBLAS and the CPU BLAS sum in different orders (TF32 is off for matmuls by PyTorch's default
-and asserted off here), so values agree to a few ulps of the quantities summed, not bitwise.
-Developers without a GPU can run the code paths with AUDIT_CUDA_TEST_DEVICE=cpu (then every
-comparison is CPU against CPU and says nothing about CUDA).
+On a real GPU these compare CUDA with the CPU. Tolerances are float32's: cuBLAS and the CPU BLAS
+sum in different orders (TF32 is off: ``train.precision: fp32`` sets torch's matmul and cuDNN
+RNN ``fp32_precision`` to "ieee", asserted here), so values agree to a few ulps of the quantities
+summed, not bitwise. Without a GPU they run on the simulated CUDA device
+(tests/support/fake_cuda.py): the device path is exercised (transfers, deep copies, module
+``.to``, the device spectrum) and every op must keep to one device, but the numbers are the CPU's,
+so the comparisons then say nothing about CUDA rounding (README, "owed").
+AUDIT_CUDA_TEST_DEVICE=cpu runs them CPU against CPU.
 """
 
 import copy
@@ -16,11 +19,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from audit.device import apply_precision
 from audit.model.heads import HEADS, HeadSpec, build_head
+from support.fake_cuda import simulated_cuda
 
 DEVICE = os.environ.get("AUDIT_CUDA_TEST_DEVICE", "cuda")
-pytestmark = pytest.mark.skipif(DEVICE == "cuda" and not torch.cuda.is_available(),
-                                reason="needs a CUDA device (CUDA vs CPU comparisons)")
+SIMULATED = DEVICE == "cuda" and not torch.cuda.is_available()
 # |log p_cuda - log p_cpu| <= LOGP_ATOL + LOGP_RTOL * |log p_cpu|: a V = 1000 log-sum-exp over
 # float32 logits of size ~10 carries ~1e-6 rounding; 50x margin for the heads' extra terms
 LOGP_ATOL, LOGP_RTOL = 5e-5, 1e-5
@@ -31,16 +35,30 @@ OPTIONS = {"gss": {"c": -1.5, "k": 2.5}, "plif": {"knots": 1000}, "plif_frozen":
            "mos_uniform": {"experts": 3, "dropoutl": 0.0}, "mixtape": {"gate_embedding_size": 8}}
 
 
+@pytest.fixture(autouse=True)
+def device():
+    """fp32 flags set the new way (torch refuses the legacy ``allow_tf32`` after that); without a
+    GPU the test body runs on the simulated device, which must see no op mixing devices."""
+    flags = torch.backends.cuda.matmul.fp32_precision, torch.backends.cudnn.rnn.fp32_precision
+    apply_precision("fp32")
+    # TF32 would loosen every tolerance here
+    assert torch.backends.cuda.matmul.fp32_precision == torch.backends.cudnn.rnn.fp32_precision == "ieee"
+    try:
+        if SIMULATED:
+            with simulated_cuda() as sim:
+                yield
+            assert sim.record.ops > 0 and not sim.record.mixed, (sim.record.ops, sim.record.mixed)  # it ran there
+        else:
+            yield
+    finally:
+        torch.backends.cuda.matmul.fp32_precision, torch.backends.cudnn.rnn.fp32_precision = flags
+
+
 def _head(name, d=32, V=1000, seed=0):
     torch.manual_seed(seed)
     emb = nn.Embedding(V, d)
     head = build_head(name, HeadSpec(d_in=d, embedding=emb, options=OPTIONS.get(name, {})))
     return head.eval()
-
-
-def setup_module():
-    if torch.cuda.is_available():
-        assert not torch.backends.cuda.matmul.allow_tf32  # TF32 would loosen every tolerance here
 
 
 @pytest.mark.parametrize("name", sorted(set(HEADS) - {"softmax_matched"}))  # = softmax, sized by the config
