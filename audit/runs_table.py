@@ -3,7 +3,8 @@
 The runs table (``reports/<study>/runs.csv``) is the contract between training and statistics:
 one row per (corpus, head, seed), failed runs included with their reason. Its columns are
 documented in README.md. The per-pair word-similarity rows of all runs are gathered into a
-second table for the paired-bootstrap statistics.
+second table for the paired-bootstrap statistics, and their per-sentence test NLL sums
+(``sentences.npz``) into one file keyed by run for the multi-bootstrap (``audit.stats.multiboot``).
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ import argparse
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from audit.errors import AuditError
 from audit.files import atomic_write_text
+from audit.stats import multiboot
 from audit.stats.io import STATUSES
 
 BASE_COLUMNS = [
@@ -72,15 +75,41 @@ def collect(run_dirs: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
     return runs, pairs
 
 
+def collect_sentences(run_dirs: list[Path]) -> multiboot.Sentences:
+    """Every run's ``sentences.npz`` keyed by (corpus, head, seed) from its ``metrics.json``.
+
+    Raises:
+        AuditError: a run folder without ``sentences.npz`` (evaluated before it existed: rerun
+            its evaluate job) or with an unreadable one.
+    """
+    nll, tokens = {}, {}
+    for run_dir in map(Path, run_dirs):
+        path = run_dir / "sentences.npz"
+        if not path.is_file():
+            raise AuditError(f"missing {path}: re-evaluate the run (python -m audit evaluate)")
+        metrics = json.loads((run_dir / "metrics.json").read_text())
+        key = tuple(str(metrics[k]) for k in ("corpus", "head", "seed"))
+        try:
+            with np.load(path, allow_pickle=False) as blob:
+                nll[key], tokens[key] = blob["nll"], blob["tokens"]
+        except (OSError, KeyError, ValueError) as err:
+            raise AuditError(f"{path}: unreadable sentence file ({err})") from None
+    return multiboot.Sentences(nll, tokens)
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m audit collect", description=__doc__)
     parser.add_argument("--runs", nargs="+", required=True, help="run folders")
     parser.add_argument("--out", required=True, help="runs table CSV to write")
     parser.add_argument("--pairs-out", required=True, help="word-similarity pair table CSV to write")
+    parser.add_argument("--sentences-out", help="write every run's per-sentence test NLL (sentences.npz) into this file")
     args = parser.parse_args(argv)
     runs, pairs = collect([Path(d) for d in args.runs])
+    sentences = collect_sentences(args.runs) if args.sentences_out else None
     atomic_write_text(runs.to_csv(index=False), Path(args.out))
     atomic_write_text(pairs.to_csv(index=False), Path(args.pairs_out))
+    if sentences is not None:
+        multiboot.save(sentences, args.sentences_out)
     failed = int((runs["status"] != "ok").sum())
     print(f"{len(runs)} runs ({failed} failed) -> {args.out}")
     return 0

@@ -11,6 +11,7 @@ rule evaluate:
     output:
         result=f"{RUN_DIR}/eval.json",
         spectrum=f"{RUN_DIR}/spectrum.npz",
+        sentences=f"{RUN_DIR}/sentences.npz",  # test NLL per line, for the multi-bootstrap
         pairs=f"{RUN_DIR}/wordsim_pairs.csv",
         topk=f"{RUN_DIR}/topk.csv",
     params:
@@ -36,13 +37,15 @@ rule runs_table:
         metrics=run_files("metrics.json"),
         results=run_files("eval.json"),
         pairs=run_files("wordsim_pairs.csv"),
+        sentences=run_files("sentences.npz"),
     output:
         runs=f"{REPORTS}/runs.csv",
         pairs=f"{RESULTS}/wordsim_pairs.csv",
+        sentences=f"{RESULTS}/sentences.npz",
     params:
         run_dirs=run_dirs_param(),
     log:
         f"logs/{STUDY}/runs_table.log",
     shell:
         "python -m audit collect --runs {params.run_dirs} --out {output.runs} "
-        "--pairs-out {output.pairs} > {log} 2>&1"
+        "--pairs-out {output.pairs} --sentences-out {output.sentences} > {log} 2>&1"

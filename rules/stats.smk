@@ -61,17 +61,20 @@ for _table in STATS_TABLES:
             baselines=f"{REPORTS}/tables/baselines.csv",
             # the further runs tables of `evidence:` (rerun when one changes)
             evidence=[e["runs"] for e in config["evidence"]] if _table == "evidence_claims" else [],
+            # per-run test NLL per sentence: the multi-bootstrap columns (audit/stats/multiboot.py)
+            sentences=[f"{RESULTS}/sentences.npz"] if _table in ("comparisons", "claims") else [],
         output:
             report(f"{REPORTS}/tables/{_table}.csv", caption="../report/table_stats.rst",
                    category="Statistics", labels={"table": _table}),
         params:
             table=_table,
+            sentences=f"--sentences {RESULTS}/sentences.npz" if _table in ("comparisons", "claims") else "",
         log:
             f"logs/{STUDY}/stats/{_table}.log",
         shell:
             "python -m audit stats --runs {input.runs} --config {input.config} "
             "--wordsim-pairs {input.pairs} --baselines {input.baselines} --out {REPORTS}/tables "
-            "--table {params.table} > {log} 2>&1"
+            "--table {params.table} {params.sentences} > {log} 2>&1"
 
 
 def baselines_arguments():

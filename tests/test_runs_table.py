@@ -45,3 +45,25 @@ def test_a_run_without_a_status_is_an_error_not_a_success(tmp_path):
     (run / "metrics.json").write_text(json.dumps(metrics))
     with pytest.raises(AuditError, match=r"metrics.json: key 'status' is None; expected 'ok' or 'failed'"):
         collect([run])
+
+
+def test_sentence_files_are_gathered_by_run(tmp_path):
+    import numpy as np
+
+    from audit.runs_table import main
+    from audit.stats import multiboot
+
+    dirs = [_run(tmp_path, "softmax", 1), _run(tmp_path, "mos", 2)]
+    for i, run in enumerate(dirs):
+        np.savez(run / "sentences.npz", nll=np.array([1.5, 2.5 + i]), tokens=np.array([2, 3]))
+    out = tmp_path / "sentences.npz"
+    assert main(["--runs", *map(str, dirs), "--out", str(tmp_path / "runs.csv"),
+                 "--pairs-out", str(tmp_path / "pairs.csv"), "--sentences-out", str(out)]) == 0
+    got = multiboot.load(out)
+    assert sorted(got.nll) == [("ptb", "mos", "2"), ("ptb", "softmax", "1")]
+    assert got.nll[("ptb", "mos", "2")].tolist() == [1.5, 3.5] and got.tokens[("ptb", "softmax", "1")].tolist() == [2, 3]
+    (dirs[0] / "sentences.npz").unlink()
+    with pytest.raises(AuditError, match=r"softmax/1/sentences.npz: re-evaluate the run"):
+        main(["--runs", *map(str, dirs), "--out", str(tmp_path / "r.csv"), "--pairs-out", str(tmp_path / "p.csv"),
+              "--sentences-out", str(tmp_path / "s.npz")])
+    assert not (tmp_path / "r.csv").exists() and not (tmp_path / "s.npz").exists()   # nothing half-written

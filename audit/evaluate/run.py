@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from audit.evaluate import jacobian, spectrum, topk, wordsim
-from audit.data.corpus import load as load_corpus
+from audit.data.corpus import EOS, load as load_corpus
 from audit.errors import AuditError
 from audit.model.awd_lstm import LanguageModel, ModelConfig, perplexity
 from audit.files import atomic_write, atomic_write_text
@@ -43,7 +43,9 @@ def stream_rows(model: LanguageModel, ids: torch.Tensor, bptt: int, limit: int |
     """Yield float32 row blocks (rows, V) of log-P (or of f(l) if ``transformed``).
 
     Only the first ``limit`` contexts are yielded (all if None); if ``totals`` is given the
-    stream runs to the end of ``ids`` anyway and sums the test NLL and token count into it.
+    stream runs to the end of ``ids`` anyway and sums the test NLL and token count into it, and,
+    when it holds ``sentence_of`` (shape (len(ids) - 1,), the sentence of each predicted
+    position, ``sentence_index``), the NLL per sentence into ``totals["sentence_nll"]``.
     ``observers`` are ``(collector, kind)`` pairs that see every block of the whole stream,
     kind ``"log_p"`` the log-probabilities and ``"h"`` the head's input (top-k, Jacobian).
     """
@@ -62,13 +64,39 @@ def stream_rows(model: LanguageModel, ids: torch.Tensor, bptt: int, limit: int |
         if totals is not None:
             targets = data[i + 1:i + 1 + seq_len, 0]
             # summed on the device (float64), read once by the caller: no sync per chunk
-            totals["nll"] = totals["nll"] + F.nll_loss(log_probs, targets, reduction="sum").double()
+            nll = F.nll_loss(log_probs, targets, reduction="none").double()
+            totals["nll"] = totals["nll"] + nll.sum()
             totals["tokens"] += targets.numel()
+            if "sentence_of" in totals:   # the same terms summed per sentence (audit.stats.multiboot)
+                totals["sentence_nll"].index_add_(0, totals["sentence_of"][i:i + seq_len], nll)
         take = seq_len if limit is None else max(0, min(seq_len, limit - emitted))
         if take:
             rows = model.head.transformed_logits(dropped)[:, 0] if transformed else log_probs
             emitted += take
             yield rows[:take].float()
+
+
+def sentence_index(ids: torch.Tensor, vocab: list[str]) -> tuple[torch.Tensor, np.ndarray]:
+    """The sentence of every predicted test position and the predicted tokens per sentence.
+
+    A sentence is one line of the test file: it ends with its ``<eos>`` (``audit.data.corpus``),
+    so position j (1 .. N-1) belongs to sentence #{<eos> among ids[0 .. j-1]}. The first token
+    is never predicted, so a first line that is only ``<eos>`` (WikiText-2's blank first line)
+    has no predicted token: such sentences are numbered but left out by ``sentence_sums``.
+
+    Returns:
+        (shape (N-1,) int64 sentence ids, shape (S,) int64 predicted tokens per sentence).
+    """
+    ends = (ids == vocab.index(EOS)) if EOS in vocab else torch.zeros_like(ids, dtype=torch.bool)
+    of = torch.cumsum(ends.long(), 0)[:-1]
+    return of, np.bincount(of.numpy(), minlength=int(of[-1]) + 1 if len(of) else 0).astype(np.int64)
+
+
+def sentence_sums(nll: torch.Tensor, tokens: np.ndarray) -> dict:
+    """sentences.npz's arrays: ``nll`` (S',) float64 and ``tokens`` (S',) int64 of the sentences
+    with at least one predicted token."""
+    keep = tokens > 0
+    return {"nll": nll.cpu().numpy()[keep], "tokens": tokens[keep]}
 
 
 TOPK_COLUMNS = ["position", "context", "target", "target_rank", "in_top_k", "top"]
@@ -86,10 +114,20 @@ def topk_words(table: pd.DataFrame, ids: np.ndarray, vocab: list[str], k: int, w
     return out[TOPK_COLUMNS]
 
 
+def save_npz(path: Path, arrays: dict) -> None:
+    """Write ``arrays`` to ``path`` atomically."""
+    def write(tmp: str) -> None:
+        with open(tmp, "wb") as handle:  # a file object: np.savez would append .npz to a name
+            np.savez(handle, **arrays)
+
+    atomic_write(path, write)
+
+
 def evaluate_run(run_dir: str | os.PathLike, corpus_path: str, wordsim_dir: str,
                  out_dir: str | os.PathLike | None = None, device: str | None = None) -> dict:
     """Evaluate ``run_dir`` (model.pt, metrics.json) and write eval.json, spectrum.npz,
-    wordsim_pairs.csv and topk.csv into ``out_dir`` (default: the run folder). A failed run is
+    sentences.npz (``sentence_sums``: the test NLL per sentence, whose sum is test_loss x
+    test_tokens), wordsim_pairs.csv and topk.csv into ``out_dir`` (default: the run folder). A failed run is
     recorded as failed without evaluating anything. ``device`` None: the run's ``train.device``,
     the setting its job's GPU request (rules/evaluate.smk) was planned from."""
     run_dir = Path(run_dir)
@@ -100,6 +138,7 @@ def evaluate_run(run_dir: str | os.PathLike, corpus_path: str, wordsim_dir: str,
     pairs = pd.DataFrame(columns=["benchmark", "word1", "word2", "gold", "cosine"])
     top_table = pd.DataFrame(columns=TOPK_COLUMNS)
     arrays = {}
+    sentences = {"nll": np.zeros(0), "tokens": np.zeros(0, dtype=np.int64)}   # a failed run: none
     if metrics["status"] == "ok":
         torch.set_num_threads(settings["train"]["threads"])
         dev = resolve_device(device or settings["train"]["device"])
@@ -111,7 +150,9 @@ def evaluate_run(run_dir: str | os.PathLike, corpus_path: str, wordsim_dir: str,
         contexts = settings["evaluate"]["contexts"]
         limit = None if contexts == "all" else min(int(contexts), test.numel() - 1)
         bptt = settings["train"]["bptt"]
-        totals = {"nll": 0.0, "tokens": 0}
+        sentence_of, sentence_tokens = sentence_index(test, vocab)
+        totals = {"nll": 0.0, "tokens": 0, "sentence_of": sentence_of.to(dev),
+                  "sentence_nll": torch.zeros(len(sentence_tokens), dtype=torch.float64, device=dev)}
         options = settings["evaluate"]
         positions = topk.select_positions(test.numel() - 1, [p for p in options["topk"]["positions"] if p < test.numel() - 1],
                                           options["topk"]["random"], np.random.default_rng(options["topk"]["seed"]))
@@ -121,6 +162,7 @@ def evaluate_run(run_dir: str | os.PathLike, corpus_path: str, wordsim_dir: str,
         top_rows, h_rows = topk.RowCollector(positions), topk.RowCollector(sampled)
         logp = spectrum.stream_spectrum(stream_rows(model, test, bptt, limit, totals=totals,
                                                     observers=((top_rows, "log_p"), (h_rows, "h"))))
+        sentences = sentence_sums(totals["sentence_nll"], sentence_tokens)
         result.update(test_loss=float(totals["nll"]) / totals["tokens"], test_tokens=totals["tokens"],
                       contexts=logp.m, vocab_size=logp.n)
         result["test_ppl"] = perplexity(result["test_loss"])
@@ -144,11 +186,8 @@ def evaluate_run(run_dir: str | os.PathLike, corpus_path: str, wordsim_dir: str,
         result["wordsim_found"] = {b: int(f) for b, f in zip(scores["benchmark"], scores["found"])}
         result["wordsim_pairs"] = {b: int(p) for b, p in zip(scores["benchmark"], scores["pairs"])}
     out.mkdir(parents=True, exist_ok=True)
-    def write_arrays(tmp: str) -> None:
-        with open(tmp, "wb") as handle:  # a file object: np.savez would append .npz to a name
-            np.savez(handle, **arrays)
-
-    atomic_write(out / "spectrum.npz", write_arrays)
+    save_npz(out / "spectrum.npz", arrays)
+    save_npz(out / "sentences.npz", sentences)
     atomic_write_text(pairs.to_csv(index=False), out / "wordsim_pairs.csv")
     atomic_write_text(top_table.to_csv(index=False), out / "topk.csv")
     atomic_write_text(json.dumps(result, indent=1, sort_keys=True), out / "eval.json")

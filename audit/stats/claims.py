@@ -14,6 +14,8 @@ Claims come from the study config's ``claims:`` and from the file named by its
       lower_is_better: true     # optional; only orients P(A better than B)
       family: heads-vs-softmax  # optional: take the row from this comparisons family
       corpora: [ptb]            # optional; default every corpus of the runs table
+      test: welch               # optional: welch (over seeds, the default) or multibootstrap
+                                # (seeds and test sentences, audit.stats.multiboot)
       # ... or a declared correlation of the study config:
       # correlation: {name: press-rank-vs-test-ppl, level: runs, method: pearson}
       # expect: positive | negative | nonzero | weak
@@ -25,6 +27,9 @@ heads in either order, same margin when the claim gives one; Holm-corrected in t
 Without one, the comparison is run here, and all such claim-only rows form one Holm family
 ``claims``. A correlation claim uses the permutation p of the named correlation's unrestricted
 row. Verdicts: ``supported``, ``contradicted``, ``equivalent`` or ``inconclusive`` + reason.
+With ``test: multibootstrap`` a comparison claim is judged on the same row's multi-bootstrap
+(``mb_diff``, its percentile CI and ``mb_p_adj``, Holm within the same family): a claim about the
+language rather than this test set. It tests no equivalence, so it never says ``equivalent``.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from audit.config import check_section
+from audit.stats import multiboot
 from audit.stats.comparisons import default_lower_is_better, finalize, make_row
 from audit.stats.io import Settings
 
@@ -137,13 +143,33 @@ def flip_row(row: dict) -> dict:
     out = dict(row)
     for k in ("n", "n_failed", "n_missing", "mean", "sd", "head"):
         out[f"{k}_a"], out[f"{k}_b"] = row[f"{k}_b"], row[f"{k}_a"]
-    out["diff"], out["diff_ci_low"], out["diff_ci_high"] = -row["diff"], -row["diff_ci_high"], -row["diff_ci_low"]
+    for key in ("diff", "mb_diff"):
+        if key in row:
+            low, high = ("diff_ci_low", "diff_ci_high") if key == "diff" else ("mb_ci_low", "mb_ci_high")
+            out[key], out[low], out[high] = -row[key], -row[high], -row[low]
+    return out
+
+
+def multiboot_evidence(row: dict, settings: Settings) -> dict:
+    """A comparisons row re-pointed at its multi-bootstrap: ``diff`` and ``p_adj`` from
+    ``mb_diff`` and ``mb_p_adj``, no TOST, the reason saying what was tested; an arm below
+    ``min_seeds`` keeps the Welch row's "too few seeds" reason."""
+    out = dict(row, tost_p_adj=math.nan, diff=row["mb_diff"], p_adj=row["mb_p_adj"],
+               diff_ci_low=row["mb_ci_low"], diff_ci_high=row["mb_ci_high"])
+    if not np.isfinite(row["p_adj"]) and row["verdict"] == "inconclusive" and not str(row["reason"]).startswith("undefined"):
+        return dict(out, p_adj=math.nan)   # not run, too few seeds, runs failed: as the Welch row says
+    if not np.isfinite(row["mb_p_adj"]):
+        return dict(out, verdict="inconclusive", reason=f"multibootstrap {row['mb_note']}")
+    p, alpha = row["mb_p_adj"], settings.alpha
+    out["reason"] = (f"multibootstrap p_adj={p:.3g} {'<' if p < alpha else '>='} {alpha:g} "
+                     f"(CI [{row['mb_ci_low']:.4g}, {row['mb_ci_high']:.4g}]; no equivalence test)")
+    out["verdict"] = "decided"   # anything but "inconclusive": judge_comparison reads p_adj
     return out
 
 
 def claims_table(runs: pd.DataFrame, config: dict, settings: Settings,
                  comparisons: pd.DataFrame | None, correlations: pd.DataFrame | None,
-                 source: str = "config") -> pd.DataFrame:
+                 source: str = "config", sentences: multiboot.Sentences | None = None) -> pd.DataFrame:
     """One row per claim and corpus.
 
     Args:
@@ -151,6 +177,7 @@ def claims_table(runs: pd.DataFrame, config: dict, settings: Settings,
         config: study config with claims merged in (``io.load_config``).
         comparisons: finalized comparisons table of the study (may be empty).
         correlations: correlations table of the study (may be empty).
+        sentences: per-run sentence sums for the claim-only rows' multi-bootstrap (None: NaN).
     """
     claims = check_section("claims", config.get("claims"), source)
     all_corpora = sorted(runs["corpus"].unique())
@@ -178,7 +205,8 @@ def claims_table(runs: pd.DataFrame, config: dict, settings: Settings,
             else:
                 rows.append(_correlation_row(row, claim, corpus, correlations, settings))
     if pending:   # claim-only comparisons: corrected together as the family "claims"
-        done = finalize([p[2] for p in pending], settings).to_dict("records")
+        done = multiboot.attach(finalize([p[2] for p in pending], settings), runs, sentences,
+                                settings).to_dict("records")
         rows += [(row, claim, r, "claims (computed here)") for (row, claim, _), r in zip(pending, done)]
     out = [comparison_claim_row(*r, settings) if isinstance(r, tuple) else r for r in rows]
     order = {c["id"]: i for i, c in enumerate(claims)}
@@ -187,7 +215,11 @@ def claims_table(runs: pd.DataFrame, config: dict, settings: Settings,
 
 
 def comparison_claim_row(row: dict, claim: dict, ev: dict, table: str, settings: Settings) -> dict:
-    """The claims-table row of a comparison claim judged on comparisons row ``ev``."""
+    """The claims-table row of a comparison claim judged on comparisons row ``ev`` (its
+    multi-bootstrap with ``test: multibootstrap``)."""
+    boot = claim.get("test", "welch") == "multibootstrap"
+    if boot:
+        ev = multiboot_evidence(ev, settings)
     verdict, reason = judge_comparison(claim["expect"], ev, settings)
     size = ev.get("family_size", math.nan)
     margin = ev["equivalence_margin"]   # NaN when none was declared: say so, never print "nan"
@@ -196,9 +228,12 @@ def comparison_claim_row(row: dict, claim: dict, ev: dict, table: str, settings:
         evidence=(f"family={ev['family']}; metric={ev['metric']}; {ev['head_a']} - {ev['head_b']}; "
                   f"margin={f'{margin:g}' if np.isfinite(margin) else 'none'}"),
         n_a=ev["n_a"], n_b=ev["n_b"], n_failed_a=ev["n_failed_a"], n_failed_b=ev["n_failed_b"],
-        estimate_name="diff = mean_a - mean_b (welch CI)", estimate=ev["diff"], ci_low=ev["diff_ci_low"],
-        ci_high=ev["diff_ci_high"], ci_level=ev["ci_level"],
-        p_name=f"welch p, {ev['adj_method']} within {ev['family']} ({ev.get('family_note') or f'm={size}'})", p=ev["welch_p"],
+        estimate_name=("diff of mean corpus perplexities (multibootstrap percentile CI over seeds and sentences)"
+                       if boot else "diff = mean_a - mean_b (welch CI)"),
+        estimate=ev["diff"], ci_low=ev["diff_ci_low"], ci_high=ev["diff_ci_high"], ci_level=ev["ci_level"],
+        p_name=(f"multibootstrap p, two-sided, {ev['adj_method']} within {ev['family']}" if boot else
+                f"welch p, {ev['adj_method']} within {ev['family']} ({ev.get('family_note') or f'm={size}'})"),
+        p=ev["mb_p"] if boot else ev["welch_p"],
         p_adj=ev["p_adj"], tost_p_adj=ev["tost_p_adj"], power=ev["power"], seeds_needed=ev["seeds_needed"],
         bootstrap_seed=ev["bootstrap_seed"], bootstrap_resamples=ev["bootstrap_resamples"])
 

@@ -2,6 +2,7 @@
 
     python -m audit stats --runs RUNS.csv --config STUDY.yaml --out DIR
                           [--table NAME ...] [--wordsim-pairs PAIRS.csv] [--baselines B.csv]
+                          [--sentences SENTENCES.npz]
     python -m audit stats --config STUDY.yaml --out DIR [--summaries SUMMARIES.csv]
                           [--table published_comparisons ...]
 
@@ -13,7 +14,9 @@ named tables (Snakemake runs one rule per table). The ``published_*`` tables
 of runs: ``--summaries``, else the config's ``published.data``, else the packaged
 ``audit/data/published.csv``; they need no runs table. With ``--baselines``, comparisons and
 claims drawn from an arm below its unigram baseline get the verdict ``not_informative``
-(``audit.stats.guard``). Each file is written atomically. A table
+(``audit.stats.guard``). With ``--sentences`` (``python -m audit collect --sentences-out``) the
+comparisons and claims get the multi-bootstrap over seeds and test sentences
+(``audit.stats.multiboot``). Each file is written atomically. A table
 whose inputs are absent is still written with its header and zero rows, and a ``note:`` line
 on stderr says why; the exit status is 0 in that case, 1 on bad input.
 """
@@ -26,7 +29,7 @@ import pandas as pd
 
 from audit.errors import AuditError
 from audit.evaluate.baselines import load_baselines
-from audit.stats import claims, comparisons, correlations, guard, sources, wordsim
+from audit.stats import claims, comparisons, correlations, guard, multiboot, sources, wordsim
 from audit.stats.published import evidence
 from audit.stats.io import (PAIR_COLUMNS, Settings, load_config, load_pairs, load_runs, note,
                              write_table)
@@ -49,6 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--wordsim-pairs", help="per-pair word-similarity CSV (needed by wordsim_diffs)")
     p.add_argument("--baselines", help="baselines.csv (python -m audit baselines): comparisons and claims drawn "
                                        "from an arm below its unigram are labelled not informative (audit.stats.guard)")
+    p.add_argument("--sentences", help="per-run test NLL per sentence (sentences.npz of `python -m audit collect`): "
+                                       "the multi-bootstrap columns of comparisons and claims")
     return p
 
 
@@ -69,11 +74,12 @@ def main(argv: list[str] | None = None) -> int:
         raise AuditError(f"stats: table {wanted[0]!r} needs --runs")
     runs = load_runs(args.runs) if wanted else None
     baselines = load_baselines(args.baselines) if args.baselines else None
+    sentences = multiboot.load(args.sentences) if args.sentences and wanted else None
     cache = {}
 
     def comp():
         if "comparisons" not in cache:
-            cache["comparisons"] = comparisons.comparisons_table(runs, config, settings, source)
+            cache["comparisons"] = comparisons.comparisons_table(runs, config, settings, source, sentences)
         return cache["comparisons"]
 
     def corr():
@@ -100,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
                 reason = "no --wordsim-pairs table was given"
         else:
             # judged on the tests alone, then guarded: the claims see the unguarded comparisons
-            out[name] = guard.guard_claims(claims.claims_table(runs, config, settings, comp(), corr(), source),
+            out[name] = guard.guard_claims(claims.claims_table(runs, config, settings, comp(), corr(), source, sentences),
                                            runs, baselines, config)
             reason = "no claims in the study config or its claims_file"
         if out[name].empty:

@@ -34,7 +34,7 @@ import pandas as pd
 
 from audit.config import check_section
 from audit.errors import AuditError
-from audit.stats import aso, power, tests
+from audit.stats import aso, multiboot, power, tests
 from audit.stats.io import Settings, arm, require_metric
 from audit.stats.multiplicity import METHOD, adjust
 from audit.stats.resample import bootstrap_two_sample, percentile_ci
@@ -50,6 +50,9 @@ COLUMNS = [
     "bootstrap_resamples", "equivalence_margin", "tost_p", "tost_p_adj", "power", "seeds_needed", "power_target",
     "alpha", "min_seeds", "verdict", "reason",
 ]
+# the study's comparisons.csv: the Welch row (``finalize``; also the published record's) and the
+# multi-bootstrap over seeds and test sentences (``multiboot.attach``)
+TABLE_COLUMNS = COLUMNS + multiboot.COLUMNS
 _LOWER = ("_ppl", "wall_seconds")
 _HIGHER = ("press_rank", "erank_", "entropy_rank", "wordsim_", "tokens_per_second")
 
@@ -283,12 +286,14 @@ def family_rows(runs: pd.DataFrame, spec: dict, settings: Settings, source: str)
 
 
 def comparisons_table(runs: pd.DataFrame, config: dict, settings: Settings,
-                      source: str = "config") -> pd.DataFrame:
-    """The full comparisons table for the ``comparisons:`` section of ``config``.
+                      source: str = "config", sentences: multiboot.Sentences | None = None) -> pd.DataFrame:
+    """The full comparisons table for the ``comparisons:`` section of ``config``:
+    ``TABLE_COLUMNS``; the multi-bootstrap columns come from ``sentences`` (NaN with the reason
+    in ``mb_note`` without them or for a metric other than test_ppl).
 
     Raises:
         AuditError: a section the schema rejects, or a family name declared twice.
     """
     specs = check_section("comparisons", config.get("comparisons"), source)
     rows = [r for spec in specs for r in family_rows(runs, spec, settings, source)]
-    return finalize(rows, settings)
+    return multiboot.attach(finalize(rows, settings), runs, sentences, settings)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from audit.evaluate.run import evaluate_run, load_model, stream_rows
+from audit.evaluate.run import evaluate_run, load_model, sentence_index, sentence_sums, stream_rows
 from audit.train.trainer import batchify, evaluate_loss, train
 from helpers import tiny_settings
 
@@ -48,6 +48,25 @@ def test_eval_matches_an_independent_computation(trained, ptb_corpus, mirror):
     k = result["press_rank"]  # values above the tolerance agree; below it the float64 Gram resolves ~1e-8 of s_max
     assert np.allclose(spectrum["log_p_sv"][:k], sv[:k], rtol=1e-6)
     assert json.loads((trained / "eval.json").read_text())["press_rank"] == result["press_rank"]
+    # per-sentence sums from the same pass: they add up to the corpus NLL, and their token
+    # counts are the lines of the raw test file (words + <eos>; the first token is not predicted)
+    sentences = np.load(trained / "sentences.npz")
+    assert sentences["nll"].sum() == pytest.approx(result["test_loss"] * result["test_tokens"], rel=1e-12)
+    lines = [len(line.split()) + 1 for line in (mirror / "ptb" / "test.txt").read_text().splitlines()]
+    counts = sentences["tokens"]
+    assert counts.sum() == 999 and counts[0] == lines[0] - 1
+    assert counts[1:-1].tolist() == lines[1:len(counts) - 1] and counts[-1] <= lines[len(counts) - 1]
+
+
+def test_sentence_index_by_hand():
+    vocab = ["<eos>", "a", "b"]
+    of, tokens = sentence_index(torch.tensor([1, 2, 0, 1, 0, 2]), vocab)
+    assert of.tolist() == [0, 0, 1, 1, 2] and tokens.tolist() == [2, 2, 1]
+    # a blank first line (WikiText-2): its <eos> is never predicted, so the sentence is dropped
+    of, tokens = sentence_index(torch.tensor([0, 1, 0]), vocab)
+    assert of.tolist() == [1, 1] and tokens.tolist() == [0, 2]
+    kept = sentence_sums(torch.tensor([0.0, 3.5], dtype=torch.float64), tokens)
+    assert kept["nll"].tolist() == [3.5] and kept["tokens"].tolist() == [2]
 
 
 def test_softmax_rank_is_d_plus_2_and_logit_rank_d_plus_1(ptb_corpus, mirror, tmp_path):

@@ -11,7 +11,7 @@ from audit.stats import claims, comparisons, correlations, wordsim
 from audit.stats.cli import TABLES, main
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
-HEADERS = {"comparisons": comparisons.COLUMNS, "correlations": correlations.COLUMNS,
+HEADERS = {"comparisons": comparisons.TABLE_COLUMNS, "correlations": correlations.COLUMNS,
            "wordsim_wins": wordsim.WINS_COLUMNS, "wordsim_diffs": wordsim.DIFF_COLUMNS,
            "claims": claims.COLUMNS}
 

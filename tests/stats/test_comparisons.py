@@ -12,7 +12,7 @@ from statsmodels.stats.multitest import multipletests
 
 from audit.errors import AuditError
 from audit.stats.claims import claims_table
-from audit.stats.comparisons import COLUMNS, comparisons_table
+from audit.stats.comparisons import TABLE_COLUMNS as COLUMNS, comparisons_table
 from audit.stats.io import Settings, load_runs
 
 FAST = Settings(bootstrap_resamples=2000)

@@ -1,0 +1,170 @@
+"""Multi-bootstrap over seeds and test sentences: exact invariants, two simulations, the tables."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from audit.config import check_section
+from audit.errors import AuditError
+from audit.stats import multiboot
+from audit.stats.claims import claims_table
+from audit.stats.comparisons import comparisons_table
+from audit.stats.io import Settings
+from audit.stats.resample import bootstrap_two_sample, percentile_ci
+
+FAST = Settings(bootstrap_resamples=2000)
+
+
+def test_corpus_ppl_by_hand():
+    # one run, sentences of 1 and 3 tokens with NLL sums 2 and 4: exp(6 / 4); drawing the
+    # first sentence twice and the second never: exp(4 / 2)
+    ppl = multiboot.corpus_ppl(np.array([[2.0, 4.0]]), np.array([1, 3]), np.array([[1.0, 1.0], [2.0, 0.0]]))
+    assert ppl[:, 0] == pytest.approx([math.exp(1.5), math.exp(2.0)], rel=1e-15)
+
+
+def test_point_estimate_is_the_difference_of_mean_test_perplexities():
+    nll_a, nll_b, tokens = np.array([[2.0, 4.0], [3.0, 3.0]]), np.array([[5.0, 7.0]]), np.array([1, 3])
+    out = multiboot.multibootstrap(nll_a, nll_b, tokens, FAST)
+    assert out["mb_diff"] == pytest.approx((math.exp(6 / 4) + math.exp(6 / 4)) / 2 - math.exp(12 / 4), rel=1e-14)
+    assert out["mb_resamples"] == 2000 and out["mb_sentences"] == 2
+
+
+def test_one_sentence_has_no_sentence_variance():
+    rng = np.random.default_rng(0)
+    nll_a, nll_b = rng.uniform(10, 20, (5, 1)), rng.uniform(10, 20, (5, 1))
+    out = multiboot.multibootstrap(nll_a, nll_b, np.array([4]), FAST)
+    assert out["mb_var_sentence_share"] == 0.0 and out["mb_var_seed_share"] == 1.0
+
+
+def test_identical_arms_give_zero_and_p_one():
+    # every run of both arms identical: each resample's difference is exactly 0
+    run = np.random.default_rng(1).uniform(1, 30, 50)
+    nll = np.tile(run, (4, 1))
+    out = multiboot.multibootstrap(nll, nll.copy(), np.arange(1, 51), FAST)
+    assert (out["mb_diff"], out["mb_ci_low"], out["mb_ci_high"], out["mb_p"]) == (0.0, 0.0, 0.0, 1.0)
+    assert math.isnan(out["mb_var_seed_share"]) and "undefined: no variance" in out["mb_note"]
+
+
+def test_p_doubles_the_smaller_tail_with_plus_one():
+    assert multiboot.two_sided_p(np.full(99, 0.5)) == 2 / 100
+    assert multiboot.two_sided_p(np.r_[np.full(9, -1.0), np.full(90, 1.0)]) == pytest.approx(2 * 10 / 100)
+    assert multiboot.two_sided_p(np.zeros(10)) == 1.0
+
+
+def simulate(seed_sd, sentence_sd, n=10, sentences=400, rng=None):
+    """Two arms of n runs on shared sentences: per-token loss = arm + seed + sentence x arm
+    interaction terms; returns (nll_a, nll_b, tokens)."""
+    rng = rng or np.random.default_rng(7)
+    tokens = rng.integers(5, 40, sentences)
+    arms = []
+    for base in (4.00, 4.02):
+        seed = rng.normal(0, seed_sd, (n, 1))
+        sentence = rng.normal(0, sentence_sd, (1, sentences))   # each arm its own sentence effects
+        arms.append((base + seed + sentence) * tokens)
+    return arms[0], arms[1], tokens
+
+
+def seed_only_ci(nll_a, nll_b, tokens, rng):
+    """The seed-only bootstrap by the comparisons table's own two-sample code on test_ppl."""
+    ppl_a, ppl_b = (np.exp(x.sum(1) / tokens.sum()) for x in (nll_a, nll_b))
+    boot = bootstrap_two_sample(ppl_a, ppl_b, lambda x, y: x.mean(1) - y.mean(1), 4000, rng)
+    return percentile_ci(boot, 0.95)
+
+
+def test_sentence_effect_widens_the_interval():
+    nll_a, nll_b, tokens = simulate(seed_sd=0.002, sentence_sd=0.5)
+    settings = Settings(bootstrap_resamples=4000)
+    out = multiboot.multibootstrap(nll_a, nll_b, tokens, settings)
+    low, high = seed_only_ci(nll_a, nll_b, tokens, np.random.default_rng(3))
+    assert out["mb_ci_high"] - out["mb_ci_low"] > 5 * (high - low)
+    assert out["mb_var_sentence_share"] > 0.9
+
+
+def test_no_sentence_effect_matches_the_seed_only_bootstrap():
+    nll_a, nll_b, tokens = simulate(seed_sd=0.02, sentence_sd=0.0)
+    settings = Settings(bootstrap_resamples=4000)
+    out = multiboot.multibootstrap(nll_a, nll_b, tokens, settings)
+    low, high = seed_only_ci(nll_a, nll_b, tokens, np.random.default_rng(3))
+    width = high - low
+    # Monte Carlo error of a 2.5 % quantile from 4,000 resamples: a few per cent of the width
+    assert out["mb_ci_low"] == pytest.approx(low, abs=0.06 * width)
+    assert out["mb_ci_high"] == pytest.approx(high, abs=0.06 * width)
+    assert out["mb_var_sentence_share"] < 1e-12
+
+
+def test_same_seed_same_numbers():
+    nll_a, nll_b, tokens = simulate(0.01, 0.1, n=4, sentences=30)
+    assert multiboot.multibootstrap(nll_a, nll_b, tokens, FAST) == multiboot.multibootstrap(nll_a, nll_b, tokens, FAST)
+
+
+def study(tmp_path, drop=None):
+    """Runs table and sentence file of softmax and mos (5 seeds each, 60 sentences)."""
+    rng = np.random.default_rng(11)
+    tokens = rng.integers(3, 30, 60)
+    rows, nll, tok = [], {}, {}
+    for head, base in (("softmax", 5.0), ("mos", 4.9)):
+        for seed in range(5):
+            sums = (base + rng.normal(0, 0.01) + rng.normal(0, 0.2, 60)) * tokens
+            rows.append(dict(corpus="ptb", head=head, seed=str(seed), status="ok",
+                             test_ppl=math.exp(sums.sum() / tokens.sum()), press_rank=10.0 + seed))
+            if (head, seed) != drop:
+                nll[("ptb", head, str(seed))], tok[("ptb", head, str(seed))] = sums, tokens
+    path = tmp_path / "sentences.npz"
+    multiboot.save(multiboot.Sentences(nll, tok), path)
+    return pd.DataFrame(rows), multiboot.load(path)
+
+
+CONFIG = {"comparisons": [{"family": "f", "baseline": "softmax", "against": ["mos"],
+                           "metrics": ["test_ppl", "press_rank"]}]}
+
+
+def test_comparisons_table_columns(tmp_path):
+    runs, sentences = study(tmp_path)
+    t = comparisons_table(runs, CONFIG, FAST, sentences=sentences).set_index("metric")
+    ppl = t.loc["test_ppl"]
+    assert ppl["mb_diff"] == pytest.approx(ppl["diff"], rel=1e-12)   # the same runs, the same means
+    assert ppl["mb_ci_low"] < ppl["mb_diff"] < ppl["mb_ci_high"] < 0 and ppl["mb_p"] < 0.05
+    assert ppl["mb_p_adj"] == ppl["mb_p"]   # the only defined multi-bootstrap p of its family
+    assert ppl["mb_var_seed_share"] + ppl["mb_var_sentence_share"] == pytest.approx(1.0)
+    rank = t.loc["press_rank"]
+    assert math.isnan(rank["mb_ci_low"]) and rank["mb_note"] == "not computed: defined for test_ppl only"
+    bare = comparisons_table(runs, CONFIG, FAST).set_index("metric").loc["test_ppl"]
+    assert math.isnan(bare["mb_diff"]) and "no per-sentence" in bare["mb_note"]
+
+
+def test_missing_run_file_is_named(tmp_path):
+    runs, sentences = study(tmp_path, drop=("mos", 3))
+    row = comparisons_table(runs, CONFIG, FAST, sentences=sentences).set_index("metric").loc["test_ppl"]
+    assert math.isnan(row["mb_p"]) and row["mb_note"] == "not computed: no per-sentence sums of run ptb/mos/3"
+
+
+def test_claim_can_name_the_multibootstrap(tmp_path):
+    runs, sentences = study(tmp_path)
+    claim = {"id": "c", "source": "s", "expect": "lower", "comparison": {"head_a": "mos", "head_b": "softmax",
+                                                                          "metric": "test_ppl"}}
+    config = dict(CONFIG, claims=[claim, dict(claim, id="m", test="multibootstrap"),
+                                  dict(claim, id="r", test="multibootstrap", comparison=dict(claim["comparison"], head_a="softmax", head_b="mos"), expect="higher")])
+    comp = comparisons_table(runs, config, FAST, sentences=sentences)
+    t = claims_table(runs, config, FAST, comp, None, sentences=sentences).set_index("claim_id")
+    row = comp.set_index("metric").loc["test_ppl"]
+    assert t.loc["c", "p_name"].startswith("welch p") and t.loc["c", "p"] == row["welch_p"]
+    assert t.loc["m", "verdict"] == "supported" and t.loc["m", "p"] == row["mb_p"]
+    assert (t.loc["m", "estimate"], t.loc["m", "ci_low"]) == (row["mb_diff"], row["mb_ci_low"])
+    assert t.loc["m", "reason"].startswith("multibootstrap p_adj=")
+    # the flipped orientation negates the estimate and swaps the interval's ends
+    assert (t.loc["r", "verdict"], t.loc["r", "ci_low"]) == ("supported", -row["mb_ci_high"])
+
+
+def test_schema_rejects_an_unknown_test():
+    claim = {"id": "c", "source": "s", "expect": "lower", "test": "bayes",
+             "comparison": {"head_a": "a", "head_b": "b", "metric": "test_ppl"}}
+    with pytest.raises(AuditError, match="test"):
+        check_section("claims", [claim], "study.yaml")
+
+
+def test_unreadable_sentence_file(tmp_path):
+    (tmp_path / "s.npz").write_text("not a zip")
+    with pytest.raises(AuditError, match="s.npz: unreadable sentence file"):
+        multiboot.load(tmp_path / "s.npz")
