@@ -45,6 +45,10 @@ AUTO_MAX_RUNS_PER_GPU = 8
 AUTO_MIN_FREE_MB = 2048
 AUTO_HEADROOM = 1.5
 
+# Steps between two host reads of a loop's divergence check on a GPU (training, synthetic fits):
+# a read blocks until the device has caught up, so a per-step read serialises host and device.
+SYNC_EVERY = 50
+
 
 # ----- planning (torch-free) -------------------------------------------------------------------
 def _visible_entries() -> list[str] | None:

@@ -150,7 +150,7 @@ def fit(settings: dict, log=print) -> dict:
         The record written by ``fit`` (settings, status, metrics, true ranks, loss curve).
     """
     s = settings
-    from audit.device import resolve_device
+    from audit.device import SYNC_EVERY, resolve_device
 
     torch.set_num_threads(int(s["threads"]))
     device = resolve_device(s["device"])
@@ -165,20 +165,33 @@ def fit(settings: dict, log=print) -> dict:
     main = [p for p in model.parameters() if p.requires_grad and id(p) not in special_ids]
     optimizer = Adam([{"params": main, "lr": s["lr"]}] + special)
     entropy = float((-np.exp(log_p) * log_p).sum(axis=1).mean())
-    status, error, curve = "ok", None, []
+    status, error = "ok", None
     every = max(1, s["steps"] // 20)
+    curve_steps = [step for step in range(1, s["steps"] + 1) if step % every == 0 or step == s["steps"]]
+    # The loss and the divergence check stay on the device: the curve's losses are written into a
+    # device tensor and the first non-finite step is remembered there, read every SYNC_EVERY steps
+    # on a GPU (per step on the CPU, where reading is free) and once at the end, so a fit of N steps
+    # syncs about N / SYNC_EVERY times. A diverged fit fails at its first bad step either way.
+    check_every = 1 if device.type == "cpu" else SYNC_EVERY
+    curve_losses = torch.zeros(len(curve_steps), device=device)
+    first_bad = torch.full((), -1, dtype=torch.int64, device=device)
     model.train()  # dropout options of a head apply while fitting, as they would in training
     for step in range(1, s["steps"] + 1):
         model.zero_grad(set_to_none=True)
         loss = -(target * model()).sum(dim=1).mean()
-        if not torch.isfinite(loss):
-            status, error = "failed", f"non-finite loss at step {step}"
-            log(f"fit failed: {error}")
+        first_bad = torch.where((first_bad < 0) & ~torch.isfinite(loss), step, first_bad)
+        if step % check_every == 0 and int(first_bad) >= 0:
             break
         loss.backward()
         optimizer.step()
         if step % every == 0 or step == s["steps"]:
-            curve.append([step, loss.item() - entropy])  # train KL (dropout on, before the step)
+            curve_losses[curve_steps.index(step)] = loss.detach()  # train KL (dropout on, before the step)
+    bad = int(first_bad)
+    if bad >= 0:
+        status, error = "failed", f"non-finite loss at step {bad}"
+        log(f"fit failed: {error}")
+    curve = [[step, loss - entropy] for step, loss in zip(curve_steps, curve_losses.tolist())
+             if bad < 0 or step < bad]
     model.eval()
     with torch.no_grad():
         log_q = model().double().cpu().numpy()

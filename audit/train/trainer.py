@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from torch.optim.swa_utils import AveragedModel
 
 from audit.data.corpus import load as load_corpus
-from audit.device import apply_precision, autocast_dtype, resolve_device
+from audit.device import SYNC_EVERY, apply_precision, autocast_dtype, resolve_device
 from audit.errors import AuditError
 from audit.files import atomic_save, atomic_write_text
 from audit.model.awd_lstm import LanguageModel, ModelConfig, count_parameters, detach_hidden, perplexity
@@ -47,9 +47,6 @@ TRAINING_VERSION = 1
 # raises torch's out-of-memory error before its second epoch (once), so that the retry through
 # Snakemake can be tested on a machine without a GPU. Never set outside tests.
 INJECT_OOM_ENV = "AUDIT_INJECT_OOM_ONCE"
-
-# Training steps between two host reads of the divergence check on a GPU.
-SYNC_EVERY = 50
 
 
 class Divergence(Exception):

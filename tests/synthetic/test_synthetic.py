@@ -214,3 +214,54 @@ def test_adam_matches_torch_adam_bitwise():
             ((p.sin() ** 2).sum() + (q ** 3).sum()).backward()
             opt.step()
     assert torch.equal(ours[0], ref[0]) and torch.equal(ours[1], ref[1])
+
+
+# ----- the simulated CUDA device (tests/support/fake_cuda.py) ------------------------------
+@pytest.mark.parametrize("head, options", [("softmax", {}), ("mos", {"experts": 3, "dropoutl": 0.0})])
+def test_fit_on_the_device_reads_the_host_once_per_50_steps(head, options, tmp_path, monkeypatch):
+    """Extra steps cost at most one host sync per 50 (the divergence check and the KL curve stay
+    on the device); the record equals the CPU fit's (the simulation computes on the CPU)."""
+    from support.fake_cuda import simulated_cuda
+
+    monkeypatch.setenv("AUDIT_GPU_LOCK_DIR", str(tmp_path / "locks"))
+    monkeypatch.setattr("audit.device._HELD", None)
+    syncs, records = {}, {}
+    for steps in (50, 300):
+        settings = tiny_settings(head=head, options=options, steps=steps, device="cuda")
+        with simulated_cuda() as sim:
+            records[steps] = fit.fit(settings, log=quiet)
+            record = sim.take()
+        assert not record.mixed and not record.cpu_generator, record
+        syncs[steps] = record.n_syncs
+    assert records[300]["status"] == "ok"
+    assert syncs[300] - syncs[50] <= 250 / 50, syncs
+    cpu = fit.fit(tiny_settings(head=head, options=options, steps=300), log=quiet)
+    for record in (records[300], cpu):
+        record.pop("seconds"), record["settings"].pop("device")
+    assert records[300] == cpu
+
+
+def test_fit_on_the_device_fails_at_the_first_non_finite_step(tmp_path, monkeypatch):
+    """A loss that turns non-finite at step 7 fails the fit there, as on the CPU, with the KL curve
+    cut before it, though the device reads its check only every 50 steps."""
+    from support.fake_cuda import simulated_cuda
+
+    monkeypatch.setenv("AUDIT_GPU_LOCK_DIR", str(tmp_path / "locks"))
+    monkeypatch.setattr("audit.device._HELD", None)
+    forward = fit.ContextModel.forward
+    calls = []
+
+    def poisoned(self):
+        calls.append(1)
+        out = forward(self)
+        return out * float("nan") if len(calls) >= 7 else out
+
+    monkeypatch.setattr(fit.ContextModel, "forward", poisoned)
+    settings = tiny_settings(steps=120, device="cuda")
+    with simulated_cuda():
+        device = fit.fit(settings, log=quiet)
+    calls.clear()
+    cpu = fit.fit(tiny_settings(steps=120), log=quiet)
+    assert device["status"] == cpu["status"] == "failed"
+    assert device["error"] == cpu["error"] == "non-finite loss at step 7"
+    assert device["kl_curve"] == cpu["kl_curve"] and [s for s, _ in cpu["kl_curve"]] == [6]
