@@ -326,6 +326,30 @@ def apply_precision(precision: str) -> None:
     torch.backends.cudnn.conv.fp32_precision = mode
 
 
+# cuBLAS's deterministic workspace settings (CUDA >= 10.2); read when a cuBLAS handle is made
+CUBLAS_DETERMINISTIC = (":4096:8", ":16:8")
+
+
+def apply_determinism(deterministic: bool) -> None:
+    """Ask torch for deterministic GPU kernels (``train.deterministic``), or say explicitly not to.
+
+    True: ``torch.use_deterministic_algorithms(True)`` (an op without a deterministic CUDA kernel
+    then raises instead of running), cuDNN's deterministic algorithms without autotuning, and
+    ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` unless already one of ``CUBLAS_DETERMINISTIC``. cuBLAS
+    reads that variable when it makes its handle, so call this before CUDA is first used
+    (before ``resolve_device``). False: all three off (torch's defaults). Nothing here changes a
+    CPU computation, which is deterministic on one CPU model anyway.
+    """
+    import torch
+
+    if deterministic and os.environ.get("CUBLAS_WORKSPACE_CONFIG") not in CUBLAS_DETERMINISTIC:
+        os.environ["CUBLAS_WORKSPACE_CONFIG"] = CUBLAS_DETERMINISTIC[0]
+    torch.use_deterministic_algorithms(bool(deterministic))
+    torch.backends.cudnn.deterministic = bool(deterministic)
+    if deterministic:
+        torch.backends.cudnn.benchmark = False  # autotuning may pick another algorithm per process
+
+
 def autocast_dtype(precision: str, device) -> "torch.dtype | None":
     """The autocast dtype of a training forward pass: bfloat16 for bf16 on CUDA, else None."""
     import torch

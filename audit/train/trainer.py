@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from torch.optim.swa_utils import AveragedModel
 
 from audit.data.corpus import load as load_corpus
-from audit.device import SYNC_EVERY, apply_precision, autocast_dtype, resolve_device
+from audit.device import SYNC_EVERY, apply_determinism, apply_precision, autocast_dtype, resolve_device
 from audit.errors import AuditError
 from audit.files import atomic_save, atomic_write_text
 from audit.model.awd_lstm import LanguageModel, ModelConfig, count_parameters, detach_hidden, perplexity
@@ -109,6 +109,8 @@ class Trainer:
     def __init__(self, settings: dict, corpus_path: str, log=print):
         self.settings, self.t, self.log = settings, settings["train"], log
         torch.set_num_threads(self.t["threads"])
+        # before resolve_device: cuBLAS reads CUBLAS_WORKSPACE_CONFIG when CUDA first makes its handle
+        apply_determinism(self.t.get("deterministic", False))  # runs recorded before the key: False
         self.device = resolve_device(self.t["device"])
         precision = self.t.get("precision", "fp32")  # runs recorded before the key existed: fp32
         apply_precision(precision)

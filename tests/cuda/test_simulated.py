@@ -8,6 +8,7 @@ on the CPU here, so a GPU's own rounding (cuBLAS, atomics, TF32) is not covered:
 """
 
 import math
+import os
 
 import pytest
 import torch
@@ -26,8 +27,12 @@ def gpu_locks(tmp_path, monkeypatch):
     monkeypatch.setenv("AUDIT_GPU_LOCK_DIR", str(tmp_path / "locks"))
     monkeypatch.setattr("audit.device._HELD", None)
     rnn, matmul = torch.backends.cudnn.rnn.fp32_precision, torch.backends.cuda.matmul.fp32_precision
+    deterministic = (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.deterministic,
+                     torch.backends.cudnn.benchmark)
     yield
     torch.backends.cudnn.rnn.fp32_precision, torch.backends.cuda.matmul.fp32_precision = rnn, matmul
+    torch.use_deterministic_algorithms(deterministic[0])
+    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = deterministic[1:]
 
 
 @pytest.mark.parametrize("head", HEADS)
@@ -100,3 +105,28 @@ def test_precision_flags_are_set_explicitly(ptb_corpus, tmp_path):
         assert torch.backends.cuda.matmul.fp32_precision == "tf32"
         bf16 = trainer_module.Trainer(settings_for("softmax", precision="bf16"), str(ptb_corpus), log=lambda m: None)
         assert bf16.autocast == torch.bfloat16 and torch.backends.cudnn.rnn.fp32_precision == "ieee"
+
+
+def test_deterministic_flags_are_set_before_the_device_is_taken(ptb_corpus, monkeypatch):
+    """train.deterministic: true asks torch for deterministic kernels and sets cuBLAS's workspace
+    variable before CUDA is first used (resolve_device); false turns them off explicitly."""
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    seen = []
+    resolve = trainer_module.resolve_device
+
+    def resolve_seeing_env(name):
+        seen.append(os.environ.get("CUBLAS_WORKSPACE_CONFIG"))
+        return resolve(name)
+
+    monkeypatch.setattr(trainer_module, "resolve_device", resolve_seeing_env)
+    torch.backends.cudnn.benchmark = True
+    with simulated_cuda():
+        trainer_module.Trainer(settings_for("softmax", deterministic=True), str(ptb_corpus), log=lambda m: None)
+        assert seen == [":4096:8"]
+        assert torch.are_deterministic_algorithms_enabled()
+        assert torch.backends.cudnn.deterministic and not torch.backends.cudnn.benchmark
+        monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":16:8")   # the user's own valid choice stays
+        trainer_module.Trainer(settings_for("softmax", deterministic=True), str(ptb_corpus), log=lambda m: None)
+        assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":16:8"
+        trainer_module.Trainer(settings_for("softmax"), str(ptb_corpus), log=lambda m: None)
+        assert not torch.are_deterministic_algorithms_enabled() and not torch.backends.cudnn.deterministic
