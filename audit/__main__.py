@@ -21,6 +21,7 @@ VERBS = {
     "report": "audit.report.cli",         # report tables, figures, provenance and the HTML audit
     "params": "audit.model.params",       # print parameter counts of a config's heads
     "bench": "audit.bench",               # benchmarks that print figures
+    "plan-memory": "audit.memory",        # peak GPU memory per job of a config, runs per GPU
     "validate": "audit.config",           # validate a study config and print it resolved
     "synthetic": "audit.synthetic.cli",   # the Dirichlet synthetic study (fits, table, figures)
 }

@@ -29,7 +29,7 @@ from audit.errors import AuditError
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "configs" / "schema.yaml"
 # train settings that hold for the whole study (one GPU pool): an arm may not override them, and
 # they stay out of a run's settings, so changing them never makes finished runs look out of date
-STUDY_WIDE_TRAIN_KEYS = ("runs_per_gpu", "oom_retries")
+STUDY_WIDE_TRAIN_KEYS = ("runs_per_gpu", "oom_retries", "gpu_memory_gb", "gpu_memory_margin")
 # sections of a study that `python -m audit stats` reads (rules/stats.smk writes them out)
 STATS_SECTIONS = ("comparisons", "correlations", "claims", "claims_file", "stats", "published", "evidence")
 # what a schema cannot say: these keys name their entries uniquely within a section

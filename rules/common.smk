@@ -7,6 +7,7 @@ import yaml
 from snakemake.utils import update_config
 
 from audit.config import check_study, run_settings, settings_text, stats_sections, write_yaml
+from audit.memory import check_plan as check_memory_plan
 from audit.device import job_gpu_slots, job_gpus, pool_size
 from audit.errors import AuditError
 from audit.report import registry as _report_registry
@@ -27,6 +28,8 @@ if not CONFIG_FILES:  # the default study, with any --config key=value overrides
 
 try:  # one line naming the file and key, instead of a traceback
     _checked = check_study(config, ", ".join(CONFIG_FILES))
+    # GPU memory planned before any job starts: runs_per_gpu jobs of each arm must fit one GPU
+    check_memory_plan(_checked, ", ".join(CONFIG_FILES))
 except AuditError as err:
     sys.exit(f"error: {err}")
 config.clear()

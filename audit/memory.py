@@ -1,0 +1,168 @@
+"""GPU memory of one job, planned before the study starts: which runs fit on one GPU together.
+
+Torch-free (rules/common.smk calls ``check_plan`` while Snakemake parses). The model counts the
+peak live device bytes of one job, checked against the simulated CUDA device's peak-byte tracker
+(tests/support/fake_cuda.py) for every head at two tiny sizes (tests/test_memory.py: within
+``MEASURED_FACTOR`` of the measured peak):
+
+- training: the state (weights, gradients, ASGD average, best copy, weight drop's dropped copies:
+  ``STATE_COPIES`` x parameters x 4 bytes), the corpus on the device (int64) and one step's
+  activations at the longest BPTT sequence (bptt + max_seq_len_delta) x batch tokens, each token
+  holding ``LSTM_FLOATS`` floats per hidden unit per layer and ``HEAD_FLOATS`` floats per
+  vocabulary entry and mixture component (logits, log-softmax, their gradients);
+- evaluation: the model, the test split, one chunk's forward (eval_batch_size x bptt tokens, no
+  gradients) and the spectrum: the float64 k x k Gram, the eigensolver's copy of it and the
+  512 MB row buffer (audit/evaluate/spectrum.py), or the buffered rows when m <= n.
+
+A GPU's own overheads (CUDA context, cuDNN/cuBLAS workspaces, the caching allocator's
+fragmentation) are not tensors: ``CONTEXT_BYTES`` per process and the ``margin`` cover them.
+"""
+
+from __future__ import annotations
+
+import math
+
+from audit.errors import AuditError
+from audit.resources import VOCAB, _dims, _layer_sizes, n_params, spectrum_shape, tokens
+
+GB = 1e9
+STATE_COPIES = 5          # weights, gradients, ASGD average, best weights, weight-dropped copies
+LSTM_FLOATS = 14          # per hidden unit per layer per token: 4 gates + their grads, c, h, tanh(c), masks
+# floats per vocabulary entry per training token, fitted to the simulated device's peaks: a plain
+# log-softmax (softmax, MoC) keeps 3 (logits, log-probs, a gradient); a transformed one
+# (SigSoftmax, GSS, PLIF, Mixtape) 9 (its elementwise intermediates); MoS 5 per component
+# (logits, log-softmax, weighted terms, gradients) + 4 (measured 77 at K = 15)
+PLAIN_HEADS = {"softmax", "softmax_matched", "moc"}
+HEAD_FLOATS = {"plain": 3, "transformed": 9, "per_component": 5, "mixture_shared": 4}
+EVAL_HEAD_FLOATS = 3      # forward only: logits, log-softmax, the kept log-probs
+GRAM_BLOCK_BYTES = 1 << 29  # audit/evaluate/spectrum.py _BLOCK_BYTES
+CONTEXT_BYTES = 0.6 * GB  # CUDA context and library kernels per process (not a tensor)
+MEASURED_FACTOR = 2.0     # the model is within this factor of the simulated device's peak
+
+
+def components(settings: dict) -> int:
+    """Vocabulary-sized rows per token the head computes: K for MoS (K softmaxes), 1 for the
+    others (MoC mixes contexts before one softmax; Mixtape computes its four component logits only
+    for the frequent 10% of the vocabulary)."""
+    from audit.model.options import HEAD_OPTIONS
+
+    head = settings["head"]
+    if head in ("mos", "mos_uniform"):
+        return int({**HEAD_OPTIONS[head], **settings.get("options", {})}["experts"])
+    return 1
+
+
+def head_floats(settings: dict) -> int:
+    """Floats per vocabulary entry one training token holds in the head (see HEAD_FLOATS)."""
+    k = components(settings)
+    if k > 1:
+        return HEAD_FLOATS["per_component"] * k + HEAD_FLOATS["mixture_shared"]
+    return HEAD_FLOATS["plain" if settings["head"] in PLAIN_HEADS else "transformed"]
+
+
+def _vocab(settings: dict) -> int:
+    return settings.get("vocab_size") or VOCAB[settings["corpus"]]
+
+
+def _state_bytes(settings: dict) -> float:
+    return n_params(_dims(settings), _vocab(settings)) * 4
+
+
+def _lstm_units(settings: dict) -> int:
+    return sum(h for _, h in _layer_sizes(_dims(settings)))
+
+
+def train_bytes(settings: dict) -> float:
+    """Peak live device bytes of one training job (one step at the longest sequence)."""
+    t, vocab = settings["train"], _vocab(settings)
+    steps = t["batch_size"] * (t["bptt"] + (t.get("max_seq_len_delta", 0) if t.get("variable_bptt", True) else 0))
+    per_token = LSTM_FLOATS * _lstm_units(settings) + head_floats(settings) * vocab
+    corpus = (tokens(settings, "train") + tokens(settings, "valid")) * 8
+    return STATE_COPIES * _state_bytes(settings) + corpus + steps * per_token * 4
+
+
+def evaluate_bytes(settings: dict) -> float:
+    """Peak live device bytes of one evaluation job: a chunk's forward pass and the spectrum."""
+    t, vocab = settings["train"], _vocab(settings)
+    per_token = 4 * _lstm_units(settings) + EVAL_HEAD_FLOATS * components(settings) * vocab
+    chunk = t["eval_batch_size"] * t["bptt"] * per_token * 4
+    m, n = spectrum_shape(settings)
+    k = min(m, n)
+    spectrum = 2 * k * k * 8 + (m * n * 12 if m <= n else GRAM_BLOCK_BYTES)  # Gram + eigensolver's copy
+    return _state_bytes(settings) + tokens(settings, "test") * 8 + max(chunk, spectrum)
+
+
+def job_bytes(settings: dict) -> dict:
+    """{"train": bytes, "evaluate": bytes} of one run, each with the CUDA context added."""
+    return {"train": train_bytes(settings) + CONTEXT_BYTES, "evaluate": evaluate_bytes(settings) + CONTEXT_BYTES}
+
+
+def runs_per_gpu_allowed(job: float, gpu_memory_gb: float, margin: float) -> int:
+    """How many jobs of ``job`` bytes fit in (1 - margin) of the GPU's memory."""
+    return int((1 - margin) * gpu_memory_gb * GB // job)
+
+
+def plan(config: dict, gpu_runs_only: bool = True) -> list[dict]:
+    """One row per corpus, arm and job (training, evaluation) of the study's GPU runs (seeds share
+    sizes): peak GB and the runs per GPU it allows.
+
+    Args:
+        config: a checked study config (``train.gpu_memory_gb``, ``train.gpu_memory_margin``).
+        gpu_runs_only: False plans every run as if on a GPU (a plan printed on a CPU host).
+    """
+    from audit.config import run_settings
+    from audit.resources import uses_gpu
+
+    gpu, margin = config["train"]["gpu_memory_gb"], config["train"]["gpu_memory_margin"]
+    rows = []
+    for corpus in config["data"]["corpora"] if config["heads"] and config["seeds"] else []:
+        for entry in config["heads"]:
+            settings = run_settings(config, corpus, entry["name"], config["seeds"][0])
+            if gpu_runs_only and not uses_gpu(settings):
+                continue
+            for job, nbytes in job_bytes(settings).items():
+                rows.append({"corpus": corpus, "arm": entry["name"], "job": job, "bytes": nbytes,
+                             "gb": nbytes / GB, "runs_per_gpu": runs_per_gpu_allowed(nbytes, gpu, margin)})
+    return rows
+
+
+def check_plan(config: dict, source: str) -> None:
+    """Refuse a study whose ``train.runs_per_gpu`` jobs of some kind cannot share one GPU.
+
+    ``runs_per_gpu: auto`` admits jobs by the GPU's free memory at run time: only a job that
+    cannot fit alone is refused then.
+    """
+    t = config["train"]
+    runs = 1 if t["runs_per_gpu"] == "auto" else int(t["runs_per_gpu"])
+    usable = (1 - t["gpu_memory_margin"]) * t["gpu_memory_gb"]
+    for row in sorted(plan(config), key=lambda r: -r["bytes"]):
+        if runs * row["gb"] > usable:
+            raise AuditError(
+                f"{source}: {row['job']} job of {row['arm']} ({row['corpus']}) needs {row['gb']:.1f} GB of GPU "
+                f"memory; {runs} per GPU (train.runs_per_gpu) need {runs * row['gb']:.1f} GB > {usable:.1f} GB "
+                f"({1 - t['gpu_memory_margin']:.0%} of train.gpu_memory_gb = {t['gpu_memory_gb']:g}); set "
+                f"train.runs_per_gpu <= {row['runs_per_gpu']}" + (" or a larger GPU" if row["runs_per_gpu"] < 1 else ""))
+
+
+def format_table(rows: list[dict], gpu_memory_gb: float) -> str:
+    """A markdown table of ``plan`` rows, largest first."""
+    lines = [f"| corpus | arm | job | peak GB | runs per {gpu_memory_gb:g} GB GPU |", "|---|---|---|---|---|"]
+    for row in sorted(rows, key=lambda r: (r["corpus"], -r["bytes"])):
+        lines.append(f"| {row['corpus']} | {row['arm']} | {row['job']} | {row['gb']:.1f} | {row['runs_per_gpu']} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    import argparse
+
+    from audit.config import load_study
+
+    parser = argparse.ArgumentParser(prog="python -m audit plan-memory", description=__doc__.split("\n")[0])
+    parser.add_argument("configs", nargs="+", help="study config YAML(s); every run planned as a GPU run")
+    args = parser.parse_args(argv)
+    for path in args.configs:
+        config = load_study(path)
+        print(f"{path} (train.runs_per_gpu = {config['train']['runs_per_gpu']}, margin "
+              f"{config['train']['gpu_memory_margin']:.0%}):")
+        print(format_table(plan(config, gpu_runs_only=False), config["train"]["gpu_memory_gb"]))
+    return 0
