@@ -4,6 +4,7 @@
 ``spectrum``: streamed Gram spectrum against the materialised float32 SVD (audit/bench/spectrum.py).
 ``sequential``: error rates and seeds of the group-sequential design by simulation (audit/bench/sequential.py).
 ``step``: our training step against a plain nn.LSTM loop of the same shape (audit/bench/step.py).
+``candidates``: candidate CPU model sizes against the unigram baseline (audit/bench/candidates.py).
 ``study``: where a study's CPU goes, the training steps' share of it (audit/bench/study.py).
 ``gpu``: s/epoch, concurrent runs per GPU and projected GPU-hours of the paper configs (audit/bench/gpu.py).
 """
@@ -13,7 +14,7 @@ import sys
 
 BENCHMARKS = {"heads": "audit.bench.heads", "spectrum": "audit.bench.spectrum", "step": "audit.bench.step",
               "gpu": "audit.bench.gpu", "sequential": "audit.bench.sequential",
-              "study": "audit.bench.study"}
+              "study": "audit.bench.study", "candidates": "audit.bench.candidates"}
 
 
 def main(argv: list[str]) -> int:
