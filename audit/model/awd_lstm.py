@@ -79,6 +79,12 @@ class WeightDropLSTM(nn.Module):
     def forward(self, x, hidden):
         if not (self.training and self.wdrop > 0):
             return self.lstm(x, hidden)
+        # cuDNN wants every weight of the LSTM as a view into one flat buffer; the dropped
+        # matrix is a fresh tensor each call, so on a GPU cuDNN warns and packs the weights into
+        # a new buffer every training step. Writing the mask into the flat buffer in place would
+        # cut the autograd path to the undropped weight, so we pay the copy: 0.3 ms per call on
+        # the CPU (functional_call), the GPU figure is owed (README "On GPUs"). Evaluation
+        # (training=False) takes the flat path above.
         params = dict(self.lstm.named_parameters())
         params["weight_hh_l0"] = F.dropout(params["weight_hh_l0"], self.wdrop, training=True)
         return functional_call(self.lstm, params, (x, hidden))
