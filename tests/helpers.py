@@ -16,12 +16,12 @@ def tiny_settings(head="softmax", seed=1, epochs=2, train_tokens=6000, **train):
     return run_settings(config, "ptb", head, seed)
 
 
-# wall-clock fields differ between any two runs; everything else a run computes must be identical
-TIMING = {"wall_seconds", "tokens_per_second", "train_seconds"}
+# wall-clock and CPU-time fields differ between any two runs; everything else a run computes must be identical
+TIMING = {"wall_seconds", "tokens_per_second", "train_seconds", "train_cpu_seconds"}
 
 
 def comparable(metrics: dict) -> dict:
-    """A run's metrics without its wall-clock fields (top level and per-epoch log rows)."""
+    """A run's metrics without its timing fields (top level and per-epoch log rows)."""
     out = {k: v for k, v in metrics.items() if k not in TIMING}
     out["log"] = [{k: v for k, v in row.items() if k not in TIMING} for row in metrics["log"]]
     return out
