@@ -78,6 +78,12 @@ class Head(nn.Module):
         """f(l), the logits after the head's element-wise map, or None if it has none."""
         return None
 
+    def from_logits(self, logits: torch.Tensor) -> torch.Tensor | None:
+        """log-P from the tied decoder logits l = W h + b, for heads whose log-P is a function of
+        l alone (the softmax family: an element-wise map, then log_softmax); None otherwise
+        (mixtures). ``audit.evaluate.gradient_share`` differentiates through it."""
+        return None
+
     def forward(self, h: torch.Tensor) -> torch.Tensor:  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -97,8 +103,11 @@ class Softmax(Head):
     def transformed_logits(self, h):
         return self.logits(h)
 
+    def from_logits(self, logits):
+        return F.log_softmax(logits, dim=-1)
+
     def forward(self, h):
-        return F.log_softmax(self.logits(h), dim=-1)
+        return self.from_logits(self.logits(h))
 
 
 class SoftmaxMatched(Softmax):
@@ -118,8 +127,11 @@ class SigSoftmax(Head):
 
     name = "sigsoftmax"
 
+    def from_logits(self, logits):
+        return gss_log_softmax(logits, 0.0, 2.0)
+
     def forward(self, h):
-        return gss_log_softmax(self.logits(h), 0.0, 2.0)
+        return self.from_logits(self.logits(h))
 
 
 class GSS(Head):
@@ -140,6 +152,9 @@ class GSS(Head):
 
     def transformed_logits(self, h):
         return gss_map(self.logits(h), self.c, self.k)
+
+    def from_logits(self, logits):
+        return gss_log_softmax(logits, self.c, self.k)
 
     def forward(self, h):
         # log_softmax(f(l)) = log_softmax(f(l) - c) and f(l) - c = g(l - c) with g = gss(0, k):
@@ -178,8 +193,11 @@ class PLIF(Head):
     def transformed_logits(self, h):
         return plif_apply(self.logits(h), self.w, self.bound)
 
+    def from_logits(self, logits):
+        return plif_log_softmax(logits, self.w, self.bound)
+
     def forward(self, h):
-        return plif_log_softmax(self.logits(h), self.w, self.bound)
+        return self.from_logits(self.logits(h))
 
     def extra_param_groups(self):
         return [{"params": [self.w], "lr": self.lr, "name": "plif"}] if self.w.requires_grad else []

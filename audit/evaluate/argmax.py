@@ -1,0 +1,210 @@
+"""Unargmaxable tokens of a linear output layer (Grivas, Bogoychev & Lopez, ACL 2022).
+
+Token c of logits l = W x + b (W: V x d, b: V) is *argmaxable* when some input x the body can
+produce makes c the strict argmax: l_c(x) > l_j(x) for all j != c. The input box is where the
+body's output lives. For the AWD-LSTM body the head sees the last LSTM layer's output
+o * tanh(cell), in (-1, 1)^d; at evaluation the locked dropout is off, so the box is [-1, 1]^d
+(``BOX_BY_BODY``). The heads sigsoftmax, GSS and PLIF apply a strictly increasing element-wise
+map f to l before the softmax (f' > 0: GSS f' = k - (k - 1) sigmoid(l - c) lies between 1 and k;
+sigsoftmax is GSS(0, 2); PLIF slopes are softplus(w) > 0), and an increasing map keeps the
+argmax, so the same test applies to them. Mixtures (MoS, MoC, Mixtape) have no exact test here.
+
+Tiers, cheapest first; every token leaves at the first tier that settles it:
+
+1. ``witness``: x = clip(s w_c, -1, 1) for a few scales s, the corner sign(w_c), and seeded
+   random points near them. A candidate x certifies c when c is the strict argmax at x by more
+   than ``MARGIN``.
+2. ``dominated``: a proof of the opposite, cheap: c is unargmaxable when one rival j alone has
+   l_j >= l_c on the whole box, i.e. b_j - b_c >= ||w_j - w_c||_1 (box half-width 1).
+3. ``braid``: the authors' braid reflection. From x = clip(w_c) reflect x across the hyperplane
+   (w_c - w_j) x + b_c - b_j = 0 of the current argmax j (then clip to the box), up to
+   ``patience`` steps. Any x it finds is checked like a witness, so it never certifies wrongly;
+   it only fails to find one.
+4. ``lp``: the exact Chebyshev-ball linear programme, solved with SciPy's HiGHS:
+   maximise r subject to (w_j - w_c) x + ||w_j - w_c|| r <= b_c - b_j for all j != c,
+   -1 <= x_i <= 1, 0 <= r <= 1. c is argmaxable iff the programme is feasible with
+   r* > ``LP_TOL`` (a ball of radius r* around x* lies in c's argmax region before the box
+   clips it). A row with w_j == w_c and b_j >= b_c makes c never a strict argmax. At most
+   ``lp_budget`` tokens get the LP; the rest are reported ``unresolved``, never counted as
+   either.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.optimize import linprog
+
+from audit.errors import AuditError
+
+BOX_BY_BODY = {"awd_lstm": 1.0}   # half-width of the input box: tanh-bounded LSTM output
+MARGIN = 1e-9                     # a witness must beat every other logit by more than this
+LP_TOL = 1e-7                     # r* above this: argmaxable (HiGHS tolerances are set to 1e-9)
+SCALES = (1.0, 10.0, 100.0)       # x = clip(s w_c): s = 100 reaches the corner of w_c's signs
+CHUNK = 256                       # tokens per block in the witness and braid tiers
+_HIGHS = {"primal_feasibility_tolerance": 1e-9, "dual_feasibility_tolerance": 1e-9}
+
+
+@dataclass
+class ArgmaxResult:
+    """Outcome of ``check``: the tokens settled per tier and the seconds each tier took.
+
+    ``unargmaxable`` are the token ids proved unargmaxable (by the dominated tier or the LP);
+    ``unresolved`` those left
+    when the LP budget ran out (neither proved argmaxable nor unargmaxable).
+    """
+
+    witness: int
+    braid: int
+    lp_argmaxable: int
+    dominated: int
+    lp_unargmaxable: int
+    unargmaxable: np.ndarray
+    unresolved: np.ndarray
+    seconds: dict = field(default_factory=dict)
+
+    def summary(self) -> dict:
+        """eval.json fields (runs-table columns, README "Runs table")."""
+        return {"unargmaxable": int(self.unargmaxable.size), "argmax_unresolved": int(self.unresolved.size),
+                "argmax_witness_tokens": self.witness, "argmax_braid_tokens": self.braid,
+                "argmax_dominated_tokens": self.dominated,
+                "argmax_lp_tokens": self.lp_argmaxable + self.lp_unargmaxable,
+                "argmax_seconds": float(sum(self.seconds.values())),
+                **{f"argmax_seconds_{tier}": float(s) for tier, s in self.seconds.items()}}
+
+
+def _certified(x: np.ndarray, tokens: np.ndarray, W: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Which tokens[i] are the strict argmax (by > MARGIN) at x[i]; x: (n, d), tokens: (n,)."""
+    logits = x @ W.T + b
+    own = logits[np.arange(len(tokens)), tokens]
+    logits[np.arange(len(tokens)), tokens] = -np.inf
+    return own - logits.max(axis=1) > MARGIN
+
+
+def witness_tier(W, b, tokens, box, rng: np.random.Generator, variants: int = 4) -> np.ndarray:
+    """Boolean (len(tokens),): certified by a cheap witness x = clip(s w_c) or a seeded variant."""
+    done = np.zeros(len(tokens), dtype=bool)
+    base = W[tokens]
+    candidates = [np.clip(s * base, -box, box) for s in SCALES]
+    # seeded variants: the unit direction jittered, then scaled to the box
+    for _ in range(variants):
+        jitter = base + rng.normal(scale=np.abs(base).mean() + 1e-12, size=base.shape)
+        candidates.append(np.clip(jitter * box / (np.abs(jitter).max(axis=1, keepdims=True) + 1e-300), -box, box))
+    for x in candidates:
+        todo = ~done
+        if not todo.any():
+            break
+        done[todo] = _certified(x[todo], tokens[todo], W, b)
+    return done
+
+
+def dominated_tier(W, b, tokens, box) -> np.ndarray:
+    """Boolean (len(tokens),): proved unargmaxable by one rival j alone, l_j >= l_c on the whole
+    box, i.e. b_j - b_c >= box * ||w_j - w_c||_1 (the least (w_j - w_c) x over the box)."""
+    out = np.zeros(len(tokens), dtype=bool)
+    for i, c in enumerate(tokens):
+        slack = b - b[c] - box * np.abs(W - W[c]).sum(axis=1)
+        slack[c] = -np.inf
+        out[i] = slack.max() >= 0.0
+    return out
+
+
+def braid_tier(W, b, tokens, box, patience: int = 100) -> np.ndarray:
+    """Boolean (len(tokens),): certified by braid reflection within ``patience`` steps."""
+    x = np.clip(W[tokens], -box, box)
+    done = np.zeros(len(tokens), dtype=bool)
+    rows = np.arange(len(tokens))
+    for _ in range(patience):
+        todo = np.flatnonzero(~done)
+        if todo.size == 0:
+            break
+        logits = x[todo] @ W.T + b
+        own = logits[rows[: todo.size], tokens[todo]]
+        logits[rows[: todo.size], tokens[todo]] = -np.inf
+        j = logits.argmax(axis=1)
+        won = own - logits[rows[: todo.size], j] > MARGIN
+        done[todo[won]] = True
+        lose = todo[~won]
+        a = W[tokens[lose]] - W[j[~won]]                 # normal of the c-vs-j hyperplane
+        beta = b[tokens[lose]] - b[j[~won]]
+        norm2 = (a * a).sum(axis=1)
+        step = np.where(norm2 > 0, (np.einsum("ij,ij->i", a, x[lose]) + beta) / np.where(norm2 > 0, norm2, 1), 0.0)
+        x[lose] = np.clip(x[lose] - 2.0 * step[:, None] * a, -box, box)
+    return done
+
+
+def chebyshev_lp(W: np.ndarray, b: np.ndarray, c: int, box: float) -> float:
+    """r* of the Chebyshev-ball LP for token c (see the module docstring); -1.0 if infeasible.
+
+    Args:
+        W: (V, d) output matrix; b: (V,) bias; c: token id; box: half-width of the input box.
+    """
+    diff = np.delete(W, c, axis=0) - W[c]
+    rhs = b[c] - np.delete(b, c)
+    norms = np.linalg.norm(diff, axis=1)
+    same = norms == 0.0
+    if np.any(rhs[same] <= 0.0):      # a duplicate row with at least c's bias always ties or wins
+        return -1.0
+    d = W.shape[1]
+    A = np.hstack([diff[~same], norms[~same, None]])
+    cost = np.zeros(d + 1)
+    cost[-1] = -1.0                   # maximise r
+    res = linprog(cost, A_ub=A, b_ub=rhs[~same], bounds=[(-box, box)] * d + [(0.0, 1.0)],
+                  method="highs", options=_HIGHS)
+    if res.status == 2:
+        return -1.0
+    if res.status != 0:
+        raise AuditError(f"argmax LP for token {c}: HiGHS status {res.status} ({res.message})")
+    return float(res.x[-1])
+
+
+def _chunked(tier, W, b, tokens, *args) -> np.ndarray:
+    """Run a tier over blocks of ``CHUNK`` tokens: its (n, V) logit blocks stay a few MB."""
+    return np.concatenate([tier(W, b, tokens[i:i + CHUNK], *args) for i in range(0, len(tokens), CHUNK)]
+                          or [np.zeros(0, dtype=bool)])
+
+
+def check(W, b, box: float = BOX_BY_BODY["awd_lstm"], seed: int = 0, patience: int = 100,
+          lp_budget: int | None = None) -> ArgmaxResult:
+    """Tiered argmaxability of every token of a linear layer over [-box, box]^d.
+
+    Args:
+        W: (V, d) output matrix; b: (V,) bias or None (zeros).
+        box: half-width of the input box (``BOX_BY_BODY``).
+        seed: seed of the witness tier's Generator.
+        patience: braid-reflection steps per token.
+        lp_budget: at most this many LPs (None: no limit); the tokens beyond are unresolved.
+
+    Returns:
+        ``ArgmaxResult`` with tokens settled per tier and seconds per tier.
+    """
+    W = np.asarray(W, dtype=np.float64)
+    b = np.zeros(W.shape[0]) if b is None else np.asarray(b, dtype=np.float64)
+    if W.ndim != 2 or b.shape != (W.shape[0],):
+        raise AuditError(f"argmax check: W must be (V, d) and b (V,), got {W.shape} and {b.shape}")
+    rng = np.random.default_rng(seed)
+    tokens = np.arange(W.shape[0])
+    seconds = {}
+    start = time.perf_counter()
+    ok = _chunked(witness_tier, W, b, tokens, box, rng)
+    seconds["witness"] = time.perf_counter() - start
+    witness, left = int(ok.sum()), tokens[~ok]
+    start = time.perf_counter()
+    beaten = dominated_tier(W, b, left, box)
+    seconds["dominated"] = time.perf_counter() - start
+    dominated, left = left[beaten], left[~beaten]
+    start = time.perf_counter()
+    ok = _chunked(braid_tier, W, b, left, box, patience)
+    seconds["braid"] = time.perf_counter() - start
+    braid, left = int(ok.sum()), left[~ok]
+    budget = left.size if lp_budget is None else min(lp_budget, left.size)
+    start = time.perf_counter()
+    radii = np.array([chebyshev_lp(W, b, int(c), box) for c in left[:budget]])
+    seconds["lp"] = time.perf_counter() - start
+    lp_no = left[:budget][radii <= LP_TOL]
+    return ArgmaxResult(witness=witness, braid=braid, lp_argmaxable=int((radii > LP_TOL).sum()),
+                        dominated=int(dominated.size), lp_unargmaxable=int(lp_no.size),
+                        unargmaxable=np.sort(np.concatenate([dominated, lp_no])), unresolved=left[budget:],
+                        seconds=seconds)

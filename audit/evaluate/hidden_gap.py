@@ -1,0 +1,76 @@
+"""The hidden size read from the outputs (Finlayson, Ren & Swayamdipta 2024; Carlini et al. 2024).
+
+Stack log-P rows (m contexts x V words) and remove row and column means: B = C A R with C, R the
+centring projectors. For a softmax head with bias, A = H W^T + 1 b^T - lse 1^T: the bias is a
+column constant and the normaliser a row constant, so rank(B) <= d. The estimate is
+
+    d_hat = argmax_i  s_i / s_{i+1}      (s descending, i = 1, 2, ...),
+
+the number of singular values above the largest ratio of consecutive ones (Carlini et al.,
+Algorithm 1). It has no rank tolerance, so on a softmax head d_hat == d checks the tolerances of
+the other ranks (a positive control), and on the other heads it is a second rank estimate beside
+the Press rank. Values below ``FLOOR`` x s_1, where the float64 Gram behind the streamed spectrum
+(``audit.evaluate.spectrum``) stops resolving them, count as zero: the gap before the first of
+them is infinite.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+import numpy as np
+
+from audit.errors import AuditError
+
+FLOOR = 1e-7   # relative; the float64 Gram resolves about sqrt(eps64) ~ 1.5e-8 of s_1
+
+
+def largest_gap(sv, centred: bool = True) -> tuple[int, float]:
+    """(d_hat, s_{d_hat} / s_{d_hat + 1}) of a descending spectrum; ratio inf when the gap
+    is the drop to values below the floor.
+
+    Args:
+        sv: singular values, shape (k,) with k = min(m, n), k >= 3 when ``centred``.
+        centred: the spectrum is of a double-centred m x n matrix, whose rank is at most
+            min(m, n) - 1 (R and C each remove one direction): its last value is a structural
+            zero and is left out.
+    """
+    sv = np.sort(np.asarray(sv, dtype=np.float64))[::-1]
+    sv = sv[:-1] if centred else sv
+    if sv.size < 2 or sv[0] <= 0.0:
+        raise AuditError(f"hidden gap: needs at least two singular values and a nonzero spectrum, got {sv.size}")
+    resolved = int(np.count_nonzero(sv > FLOOR * sv[0]))
+    if resolved < sv.size:   # the drop to an unresolved (zero) value beats every finite ratio
+        return resolved, float("inf")
+    ratios = sv[:-1] / sv[1:]
+    i = int(np.argmax(ratios))
+    return i + 1, float(ratios[i])
+
+
+class ColumnMean:
+    """Streaming observer (kind ``"log_p"``): column means of the first ``limit`` rows."""
+
+    def __init__(self, limit: int | None):
+        self.limit, self._seen, self._sum = limit, 0, None
+
+    def add(self, block) -> None:
+        take = block.shape[0] if self.limit is None else max(0, min(block.shape[0], self.limit - self._seen))
+        if take:
+            rows = block[:take]
+            rows = rows.detach().double().sum(0).cpu().numpy() if hasattr(rows, "detach") else np.asarray(rows, np.float64).sum(0)
+            self._sum = rows if self._sum is None else self._sum + rows
+        self._seen += take
+
+    def mean(self) -> np.ndarray:
+        if self._sum is None:
+            raise AuditError("hidden gap: no rows were streamed")
+        return self._sum / self._seen
+
+
+def double_centred(rows: Iterable, column_mean: np.ndarray) -> Iterator[np.ndarray]:
+    """Row blocks of B = C A R: b_i = (a_i - mean(a_i)) - (abar - mean(abar)), abar the column
+    means of the whole stack (``ColumnMean`` over the same rows). Blocks come back float64 numpy."""
+    centre = column_mean - column_mean.mean()
+    for block in rows:
+        a = block.detach().double().cpu().numpy() if hasattr(block, "detach") else np.asarray(block, np.float64)
+        yield a - a.mean(axis=1, keepdims=True) - centre

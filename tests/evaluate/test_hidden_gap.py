@@ -1,0 +1,45 @@
+import numpy as np
+import pytest
+import torch
+
+from audit.errors import AuditError
+from audit.evaluate import hidden_gap, spectrum
+
+
+def softmax_log_p(m, V, d, noise, seed):
+    rng = np.random.default_rng(seed)
+    H, W, b = rng.uniform(-1, 1, size=(m, d)), 2.0 * rng.normal(size=(V, d)), rng.normal(size=V)
+    logits = H @ W.T + b
+    log_p = logits - np.log(np.exp(logits - logits.max(1, keepdims=True)).sum(1, keepdims=True)) - logits.max(1, keepdims=True)
+    return log_p + noise * rng.normal(size=log_p.shape)
+
+
+@pytest.mark.parametrize("d, seed", [(5, 0), (12, 1), (30, 2)])
+def test_the_gap_of_a_noisy_softmax_log_p_is_d(d, seed):
+    A = softmax_log_p(400, 150, d, 1e-4, seed)
+    col = hidden_gap.ColumnMean(None)
+    for block in np.array_split(A, 7):
+        col.add(torch.from_numpy(block))
+    sv = spectrum.singular_values(hidden_gap.double_centred(np.array_split(A, 7), col.mean()))
+    dim, ratio = hidden_gap.largest_gap(sv)
+    assert dim == d and np.isfinite(ratio) and ratio > 100
+    # without centring the bias and the normaliser add two directions: the raw gap is not d
+    assert hidden_gap.largest_gap(np.linalg.svd(A, compute_uv=False), centred=False)[0] != d
+
+
+def test_double_centring_matches_the_projectors():
+    rng = np.random.default_rng(3)
+    A = rng.normal(size=(9, 6))
+    col = hidden_gap.ColumnMean(7)          # only the first 7 rows form the stack
+    col.add(A[:4]); col.add(A[4:])
+    B = np.vstack(list(hidden_gap.double_centred([A[:7]], col.mean())))
+    C, R = np.eye(7) - 1.0 / 7, np.eye(6) - 1.0 / 6
+    assert np.allclose(B, C @ A[:7] @ R)
+
+
+def test_largest_gap_by_hand():
+    assert hidden_gap.largest_gap([8.0, 4.0, 3.0, 0.3, 0.2], centred=False) == (3, 10.0)
+    assert hidden_gap.largest_gap([8.0, 4.0, 3.0, 0.3, 0.2, 1e-16]) == (3, 10.0)   # structural zero left out
+    assert hidden_gap.largest_gap([5.0, 1.0, 0.0], centred=False) == (2, float("inf"))
+    with pytest.raises(AuditError, match="hidden gap"):
+        hidden_gap.largest_gap([1.0, 0.5])
