@@ -114,10 +114,13 @@ def plan(config: dict, gpu_runs_only: bool = True) -> list[dict]:
     from audit.resources import uses_gpu
 
     gpu, margin = config["train"]["gpu_memory_gb"], config["train"]["gpu_memory_margin"]
+    # sizes do not depend on the seed: the first of a list, or a sequential schedule's first
+    seeds = config["seeds"]
+    seed = seeds[0] if isinstance(seeds, list) else seeds.get("first", 1)
     rows = []
     for corpus in config["data"]["corpora"] if config["heads"] and config["seeds"] else []:
         for entry in config["heads"]:
-            settings = run_settings(config, corpus, entry["name"], config["seeds"][0])
+            settings = run_settings(config, corpus, entry["name"], seed)
             if gpu_runs_only and not uses_gpu(settings):
                 continue
             for job, nbytes in job_bytes(settings).items():

@@ -44,6 +44,13 @@ def copy_workflow(dest: Path) -> Path:
     for name in ("Snakefile", "rules", "configs", "profiles", "report"):
         source = REPO / name
         (shutil.copytree if source.is_dir() else shutil.copy)(source, dest / name)
+    # the train and evaluate rules' own `retries:` (train.oom_retries, for out-of-GPU-memory
+    # reruns) take precedence over --retries 0: set it to 0 so the cancelled job stays failed.
+    # A study-wide key, outside every run's settings: the runs are the same as with the default.
+    smoke = dest / "configs" / "smoke.yaml"
+    config = yaml.safe_load(smoke.read_text())
+    config["train"]["oom_retries"] = 0
+    smoke.write_text(yaml.safe_dump(config, sort_keys=False))
     return dest
 
 

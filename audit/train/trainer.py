@@ -297,11 +297,12 @@ class Trainer:
         return False
 
 
-def convergence_gain(rows: list[dict]) -> float:
+def convergence_gain(rows: list[dict]) -> float | None:
     """Relative validation-perplexity gain of the last epoch, (ppl[E-1] - ppl[E]) / ppl[E-1]:
-    0.05 means the last epoch still lowered it by 5%; NaN with fewer than two epochs."""
+    0.05 means the last epoch still lowered it by 5%; None (JSON null, an empty cell of the runs
+    table) with fewer than two epochs, where it is undefined."""
     if len(rows) < 2:
-        return math.nan
+        return None
     before, last = rows[-2]["valid_ppl"], rows[-1]["valid_ppl"]
     return (before - last) / before
 
