@@ -65,10 +65,11 @@ def run_parts(results: Path) -> dict:
             steps, source = data["wall_seconds"], "wall_seconds (runs without train_cpu_seconds)"
         else:
             source = "train_cpu_seconds"
-        sources.add(source)
-        training += steps
         train_cpu, evaluate_cpu = (benchmark_cpu(path.parent / f"benchmark_{name}.tsv") for name in ("train", "evaluate"))
         missing += math.isnan(train_cpu) or math.isnan(evaluate_cpu)
+        if not math.isnan(train_cpu):   # a run without its job's figure counts as "everything else" whole
+            sources.add(source)
+            training += steps
         train_jobs += 0.0 if math.isnan(train_cpu) else train_cpu
         evaluate_jobs += 0.0 if math.isnan(evaluate_cpu) else evaluate_cpu
     return {"runs": len(metrics), "training": training, "training_source": ", ".join(sorted(sources)),

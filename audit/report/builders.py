@@ -131,7 +131,7 @@ def cross_scale(src: Sources):
         sources.append(("this study", src.csv("claims"), runs_scale(src.runs(), baselines), "claim-"))
     further = src.csv("evidence_claims")
     for entry in src.yaml("stats_config").get("evidence") or []:
-        claims = further[further["source"] == entry["name"]] if further is not None else None
+        claims = further[further["evidence_source"] == entry["name"]] if further is not None else None
         scale = runs_scale(load_runs(entry["runs"]), baselines)
         text = f"{entry['description']}: {scale}" if entry.get("description") else scale
         sources.append((entry["name"], claims, text, ""))

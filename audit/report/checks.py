@@ -125,7 +125,9 @@ def _exclusions(comparisons: pd.DataFrame | None, correlations: pd.DataFrame | N
             if pd.notna(count) and int(count) > 0:
                 # by reason: most dropped rows are too-few-seeds or not-run rows, not undefined tests
                 out = group[~np.isfinite(pd.to_numeric(group["p_adj"], errors="coerce"))]
-                kinds = [drop_kind(r) or "undefined" for r in out["reason"].fillna("")]
+                # a guarded row's reason ends with what the test alone gave (audit.stats.guard)
+                tested = [r.split("; the test alone: ", 1)[-1] for r in out["reason"].fillna("")]
+                kinds = [drop_kind(r) or "undefined" for r in tested]
                 why = ", ".join(f"{kinds.count(k)} {_KIND_TEXT[k]}" for k in DROP_KINDS if k in kinds)
                 rows.append(_row("excluded", f"{int(count)} comparison(s) dropped from family {family} before "
                                  f"the {group['adj_method'].iloc[0]} correction: {why}"))

@@ -153,7 +153,11 @@ def flip_row(row: dict) -> dict:
 def multiboot_evidence(row: dict, settings: Settings) -> dict:
     """A comparisons row re-pointed at its multi-bootstrap: ``diff`` and ``p_adj`` from
     ``mb_diff`` and ``mb_p_adj``, no TOST, the reason saying what was tested; an arm below
-    ``min_seeds`` keeps the Welch row's "too few seeds" reason."""
+    ``min_seeds`` keeps the Welch row's "too few seeds" reason. A row without ``mb_*`` columns
+    (the published record: summary rows have no per-sentence NLL) is inconclusive, saying so."""
+    if "mb_diff" not in row:
+        return dict(row, tost_p_adj=math.nan, p_adj=math.nan, verdict="inconclusive",
+                    reason="multibootstrap not computed: it needs per-sentence test NLL, which summary rows lack")
     out = dict(row, tost_p_adj=math.nan, diff=row["mb_diff"], p_adj=row["mb_p_adj"],
                diff_ci_low=row["mb_ci_low"], diff_ci_high=row["mb_ci_high"])
     if not np.isfinite(row["p_adj"]) and row["verdict"] == "inconclusive" and not str(row["reason"]).startswith("undefined"):

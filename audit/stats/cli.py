@@ -104,6 +104,9 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 out[name] = wordsim.diffs_table(pd.DataFrame(columns=list(PAIR_COLUMNS)), settings)
                 reason = "no --wordsim-pairs table was given"
+        elif name == "evidence_claims":
+            out[name] = sources.evidence_claims_table(config, settings, baselines, source)
+            reason = "the study config names no further runs table (evidence:)"
         else:
             # judged on the tests alone, then guarded: the claims see the unguarded comparisons
             out[name] = guard.guard_claims(claims.claims_table(runs, config, settings, comp(), corr(), source, sentences),

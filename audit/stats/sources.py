@@ -21,7 +21,9 @@ import pandas as pd
 from audit.stats import claims, comparisons, correlations, guard
 from audit.stats.io import Settings, load_runs
 
-COLUMNS = ["source"] + claims.COLUMNS
+# `source` of a claims row is the paper that made the claim: the runs table it was judged on is
+# `evidence_source`
+COLUMNS = ["evidence_source"] + claims.COLUMNS
 
 
 def evidence_claims_table(config: dict, settings: Settings, baselines: pd.DataFrame | None,
@@ -36,8 +38,9 @@ def evidence_claims_table(config: dict, settings: Settings, baselines: pd.DataFr
     for entry in config.get("evidence") or []:
         runs = load_runs(entry["runs"])
         comp = comparisons.comparisons_table(runs, config, settings, f"{source}: evidence {entry['name']!r}")
-        corr = correlations.correlations_table(runs, config, settings, source)
+        label = f"{source}: evidence {entry['name']!r}"
+        corr = correlations.correlations_table(runs, config, settings, label)
         table = claims.claims_table(runs, config, settings, comp, corr, source)
         table = guard.guard_claims(table, runs, baselines, config)
-        tables.append(table.assign(source=entry["name"])[COLUMNS])
+        tables.append(table.assign(evidence_source=entry["name"])[COLUMNS])
     return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=COLUMNS)

@@ -32,10 +32,18 @@ def test_parts_and_shares_are_summed_by_hand(tmp_path):
 
 
 def test_runs_without_the_cpu_field_fall_back_to_wall_seconds_and_say_so(tmp_path):
-    _run(tmp_path, "softmax", 1, 30.0, 34.0, None, field="other")
+    _run(tmp_path, "softmax", 1, 30.0, 134.0, None, field="other")
     parts = study.run_parts(tmp_path)
     assert parts["training"] == 130.0 and parts["training_source"].startswith("wall_seconds")
     assert parts["missing"] == 1
+
+
+def test_a_run_without_its_train_benchmark_is_left_to_everything_else(tmp_path):
+    _run(tmp_path, "softmax", 1, 30.0, 34.0, 8.0)
+    _run(tmp_path, "mos", 1, 50.0, None, 10.0)      # its train job's figure is missing
+    parts = study.run_parts(tmp_path)
+    assert (parts["training"], parts["train_jobs"], parts["missing"]) == (30.0, 34.0, 1)
+    assert list(study.share_table(parts, 100.0)["cpu_seconds"])[1] == 4.0   # never negative
 
 
 def test_command_mode_counts_the_cpu_of_the_children(tmp_path, capsys):

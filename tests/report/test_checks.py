@@ -70,6 +70,12 @@ def test_dropped_comparisons_are_counted_by_reason():
     details = list(table[table["kind"] == "excluded"]["detail"])
     assert details == ["4 comparison(s) dropped from family f before the holm correction: 1 not run "
                        "(an arm has no runs), 2 with too few seeds, 1 with an undefined p-value"]
+    # the same rows after the baseline guard (audit.stats.guard) keep their kinds
+    from audit.stats.guard import LABEL
+    guarded = comparisons.assign(reason=[f"{LABEL} (h{i}: median 700 >= unigram 685); the test alone: {r}"
+                                         for i, r in enumerate(reasons)])
+    table = find_warnings(_runs(np.array([95.0, 95.5, 95.2, 95.1, 95.3])), CONFIG, guarded)
+    assert list(table[table["kind"] == "excluded"]["detail"]) == details
 
 
 def test_far_from_converged_per_arm_with_median_gain_and_asgd_epochs():

@@ -69,7 +69,7 @@ def test_builder_reads_the_evidence_runs_named_in_the_config(tmp_path):
     gpu.to_csv(tmp_path / "gpu.csv", index=False)
     BASE.to_csv(tmp_path / "baselines.csv", index=False)
     claims([("a", "supported", -2.0)]).to_csv(tmp_path / "claims.csv", index=False)
-    claims([("a", "contradicted", 2.0)]).assign(source="gpu").to_csv(tmp_path / "ev.csv", index=False)
+    claims([("a", "contradicted", 2.0)]).assign(evidence_source="gpu").to_csv(tmp_path / "ev.csv", index=False)
     (tmp_path / "s.yaml").write_text(yaml.safe_dump({"evidence": [
         {"name": "gpu", "runs": str(tmp_path / "gpu.csv"), "description": "a GPU study"}]}))
     table = cross_scale(Sources({"runs": str(tmp_path / "runs.csv"), "claims": str(tmp_path / "claims.csv"),

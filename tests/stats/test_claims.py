@@ -166,3 +166,17 @@ def test_evidence_without_a_margin_says_none_not_nan():
     assert row.evidence.endswith("; margin=none") and "nan" not in row.evidence.lower()
     with_margin = run_claims(runs, {"claims": [claim("c", "plif", "softmax", "lower", equivalence_margin=0.3)]})
     assert with_margin.iloc[0].evidence.endswith("; margin=0.3")
+
+
+def test_a_multibootstrap_claim_on_summary_rows_is_inconclusive_not_a_crash():
+    """The published record's comparisons have no mb_* columns: a claim naming the
+    multi-bootstrap is inconclusive there, saying why (it once raised KeyError 'mb_diff')."""
+    import math
+
+    from audit.stats.claims import multiboot_evidence
+    from audit.stats.io import Settings
+
+    row = {"diff": -1.0, "p_adj": 0.01, "verdict": "significant", "reason": "welch p_adj=0.01 < 0.05"}
+    out = multiboot_evidence(row, Settings())
+    assert out["verdict"] == "inconclusive" and math.isnan(out["p_adj"])
+    assert out["reason"].startswith("multibootstrap not computed")

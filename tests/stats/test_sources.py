@@ -16,7 +16,7 @@ def test_each_source_judged_alone(tmp_path):
                                     {"name": "other", "runs": str(tmp_path / "b.csv")}])
     table = evidence_claims_table(config, FAST, BASE)
     assert list(table.columns) == COLUMNS
-    got = {(r.source, r.claim_id): r.verdict for r in table.itertuples()}
+    got = {(r.evidence_source, r.claim_id): r.verdict for r in table.itertuples()}
     assert got[("small", "mos-lowers")] == "supported" and got[("small", "gss-lowers")] == "supported"
     assert got[("other", "mos-lowers")] == "contradicted"
     assert got[("other", "gss-lowers")] == guard.VERDICT      # gss 250 >= unigram 196.5
@@ -27,3 +27,23 @@ def test_missing_runs_table_is_one_line(tmp_path):
     config = dict(CONFIG, evidence=[{"name": "x", "runs": str(tmp_path / "nope.csv")}])
     with pytest.raises(AuditError, match="nope.csv: runs table not found"):
         evidence_claims_table(config, FAST, BASE)
+
+
+def test_the_stats_verb_writes_the_evidence_claims_table(tmp_path):
+    """`--table evidence_claims` (rules/stats.smk) must judge the further runs tables, not write
+    this study's claims under that name (it once did: the cross-scale columns stayed empty)."""
+    import yaml
+
+    from audit.stats.cli import main
+
+    runs_table({"softmax": 150.0, "mos": 100.0, "gss": 140.0}).to_csv(tmp_path / "runs.csv", index=False)
+    runs_table({"softmax": 150.0, "mos": 170.0, "gss": 140.0}).to_csv(tmp_path / "gpu.csv", index=False)
+    BASE.to_csv(tmp_path / "baselines.csv", index=False)
+    config = dict(CONFIG, stats={"bootstrap_resamples": 500, "min_seeds": 5},
+                  evidence=[{"name": "gpu", "runs": str(tmp_path / "gpu.csv")}])
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    assert main(["--runs", str(tmp_path / "runs.csv"), "--config", str(tmp_path / "c.yaml"), "--out", str(tmp_path),
+                 "--baselines", str(tmp_path / "baselines.csv"), "--table", "evidence_claims"]) == 0
+    table = pd.read_csv(tmp_path / "evidence_claims.csv")
+    assert set(table["evidence_source"]) == {"gpu"}
+    assert table.set_index("claim_id").loc["mos-lowers", "verdict"] == "contradicted"   # gpu.csv's, not runs.csv's
