@@ -60,12 +60,14 @@ def run_parts(results: Path) -> dict:
     sources, missing = set(), 0
     for path in metrics:
         data = json.loads(path.read_text())
+        train_cpu, evaluate_cpu = (benchmark_cpu(path.parent / f"benchmark_{name}.tsv") for name in ("train", "evaluate"))
         steps = data.get("train_cpu_seconds")
         if steps is None or not math.isfinite(steps):
-            steps, source = data["wall_seconds"], "wall_seconds (runs without train_cpu_seconds)"
+            # wall time of the steps: on a loaded machine it exceeds the job's own CPU, which
+            # bounds the steps' CPU from above
+            steps, source = min(data["wall_seconds"], train_cpu), "wall_seconds capped by the job's CPU (runs without train_cpu_seconds)"
         else:
             source = "train_cpu_seconds"
-        train_cpu, evaluate_cpu = (benchmark_cpu(path.parent / f"benchmark_{name}.tsv") for name in ("train", "evaluate"))
         missing += math.isnan(train_cpu) or math.isnan(evaluate_cpu)
         if not math.isnan(train_cpu):   # a run without its job's figure counts as "everything else" whole
             sources.add(source)
@@ -122,7 +124,11 @@ def main(argv: list[str]) -> int:
         print(f"wall {wall:.0f} s; CPU {total:.0f} s")
     if parts["missing"]:
         print(f"note: {parts['missing']} run(s) without a benchmark file: their jobs count as 'everything else'")
-    print(f"training share {share:.1%} (target >= {TARGET_SHARE:.0%}): {'met' if share >= TARGET_SHARE else 'NOT met'}")
+    if "wall_seconds" in parts["training_source"]:   # an upper bound only: no verdict on it
+        print(f"training share at most {share:.1%} (wall-based upper bound; target >= {TARGET_SHARE:.0%}): "
+              f"{'not established' if share >= TARGET_SHARE else 'NOT met'}")
+    else:
+        print(f"training share {share:.1%} (target >= {TARGET_SHARE:.0%}): {'met' if share >= TARGET_SHARE else 'NOT met'}")
     return 0
 
 

@@ -36,6 +36,8 @@ def test_runs_without_the_cpu_field_fall_back_to_wall_seconds_and_say_so(tmp_pat
     parts = study.run_parts(tmp_path)
     assert parts["training"] == 130.0 and parts["training_source"].startswith("wall_seconds")
     assert parts["missing"] == 1
+    _run(tmp_path, "mos", 1, 30.0, 90.0, None, field="other")   # wall 130 s of steps, 90 CPU-s of job
+    assert study.run_parts(tmp_path)["training"] == 130.0 + 90.0
 
 
 def test_a_run_without_its_train_benchmark_is_left_to_everything_else(tmp_path):
