@@ -1,7 +1,7 @@
 """The seeds schedule of a study: a fixed list, or a group-sequential mapping.
 
 A study's ``seeds:`` is either a list (the fixed design: every arm trains exactly these seeds)
-or a mapping ``{initial, step, max, first, spending, futility_power, alpha}`` (the
+or a mapping ``{initial, step, max, first, spending, gamma, futility_power, alpha}`` (the
 group-sequential design, docs/statistics.md "Sequential design"). With the mapping, stage k
 has n_k = min(initial + (k - 1) step, max) seeds per arm, and an arm with n seeds trains the
 consecutive seeds ``first, first + 1, ..., first + n - 1`` (first = 1 by default): stage 1 of
@@ -53,8 +53,9 @@ def design_settings(config: dict) -> dict:
     if alpha is None:
         alpha = (config.get("stats") or {}).get("alpha", 0.05)
     return {"initial": int(spec["initial"]), "step": int(spec["step"]), "max": int(spec["max"]),
-            "first": int(spec.get("first", 1)), "spending": spec.get("spending", "obf"),
-            "futility_power": float(spec.get("futility_power", 0.1)), "alpha": float(alpha)}
+            "first": int(spec.get("first", 1)), "spending": spec.get("spending", "hsd"),
+            "futility_power": float(spec.get("futility_power", 0.1)), "alpha": float(alpha),
+            "gamma": float(spec.get("gamma", 0.0))}  # the schema's defaults (stopping.Design's too)
 
 
 def check(config: dict, source: str = "config") -> None:
