@@ -17,6 +17,11 @@ from __future__ import annotations
 from audit.errors import AuditError
 
 
+# looks of the default design, chosen by simulation with its HSD(gamma 0) spending (README
+# "Benchmarks", `python -m audit bench sequential --compare`); stopping.Design's defaults too
+DEFAULT_LOOKS = {"initial": 4, "step": 4, "max": 30}
+
+
 def is_sequential(config: dict) -> bool:
     """Whether the study declares a group-sequential seeds mapping."""
     return isinstance(config.get("seeds"), dict)
@@ -63,8 +68,12 @@ def check(config: dict, source: str = "config") -> None:
 
     Raises:
         AuditError: one line naming the key: max below initial, or no comparisons to decide.
+
+    Fills the default looks (``DEFAULT_LOOKS``) the mapping leaves out, in place.
     """
     spec = config["seeds"]
+    for key, value in DEFAULT_LOOKS.items():   # `seeds: {}` is the default design
+        spec.setdefault(key, value)
     if spec["max"] < spec["initial"]:
         raise AuditError(f"{source}: config key seeds.max: must be >= seeds.initial "
                          f"({spec['max']} < {spec['initial']})")

@@ -19,7 +19,7 @@ HEADS = {"softmax": 57.0, "mos": 54.9, "ss": 57.0, "alone": 60.0}
 
 def study(seeds=None, against=("mos", "ss"), **extra):
     return check_study({"study": "t", "heads": [{"name": h, "head": "softmax"} for h in HEADS],
-                        "seeds": seeds or {"initial": 3, "step": 2, "max": 7, "futility_power": 0.0},
+                        "seeds": seeds if seeds is not None else {"initial": 3, "step": 2, "max": 7, "futility_power": 0.0},
                         "comparisons": [{"family": "f", "baseline": "softmax", "against": list(against),
                                          "metrics": ["test_ppl"], **extra}]})
 
@@ -63,6 +63,10 @@ def test_design_settings_defaults_and_hsd_gamma():
     assert (stopping.Design().spending, stopping.Design().gamma) == ("hsd", 0.0)
     raw = {"initial": 3, "step": 2, "max": 7}  # no defaults filled: design_settings' own fallbacks agree
     assert schedule.design_settings({"seeds": raw}) == schedule.design_settings(study(seeds=dict(raw)))
+    # `seeds: {}` asks for the default design whole: its looks too
+    empty = study(seeds={})
+    assert schedule.stage_sizes(empty["seeds"]) == stopping.Design().sizes
+    assert interim.design_of(schedule.design_settings(empty)) == stopping.Design(futility_power=0.1)
     declared = study(seeds={"initial": 3, "step": 2, "max": 7, "spending": "hsd", "gamma": -2.5})
     assert interim.design_of(schedule.design_settings(declared)).gamma == -2.5
     with pytest.raises(AuditError, match="gamma"):
