@@ -120,6 +120,19 @@ def numeric_column(values: pd.Series, name: str, col: str) -> pd.Series:
     return parsed.astype(float)
 
 
+# runs-table columns measured since issue 24 (the debate since 2021): a runs table made before
+# has none of them, and a comparison or claim on one says "not run" there instead of failing
+MEASURED_LATER = ("unargmaxable", "argmax_unresolved", "logit_grad_share", "hidden_gap_dim", "hidden_gap_ok")
+
+
+def absent_later(runs: pd.DataFrame, metric: str) -> str:
+    """The "not run" reason when ``metric`` is one of ``MEASURED_LATER`` and the runs table lacks
+    it; '' otherwise (present, or a name the audit never writes: ``require_metric`` fails on that)."""
+    if metric in MEASURED_LATER and metric not in runs.columns:
+        return f"not run: the runs table has no column {metric!r} (runs made before it was measured)"
+    return ""
+
+
 def require_metric(runs: pd.DataFrame, metric: str, source: str, where: str) -> None:
     """Fail in one line if ``metric`` is not a numeric column of the runs table."""
     if metric not in runs.columns or metric in TEXT_COLUMNS:
