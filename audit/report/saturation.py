@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import MaxNLocator
 
 from audit.errors import AuditError
 from audit.plots import RC, empty_svg, head_colours, plt, to_svg
@@ -96,6 +97,7 @@ def saturation(data: pd.DataFrame) -> str:
                     seeds = data[(data["corpus"] == corpus) & (data["head"] == head)]["seed"].nunique()
                     ax.fill_between(part["epoch"], part["low"], part["high"], color=colours[head], alpha=0.2, lw=0)
                     ax.plot(part["epoch"], part["median"], color=colours[head], lw=1.8, label=f"{head} (n={seeds})")
+                ax.xaxis.set_major_locator(MaxNLocator(integer=True))   # epochs are whole
                 ax.set_xlabel("epoch")
                 ax.set_ylabel(label)
             row[0].set_title(f"{corpus}: anisotropy (validation contexts)")

@@ -103,7 +103,8 @@ def load_runs(path: str | os.PathLike) -> pd.DataFrame:
 
 
 def numeric_column(values: pd.Series, name: str, col: str) -> pd.Series:
-    """A CSV column as float: empty cells (NaN or '') become NaN, anything else must parse.
+    """A CSV column as float: empty cells (NaN or '') become NaN, True/False become 1/0 (a
+    boolean column such as ``hidden_gap_ok``), anything else must parse.
 
     The one parser of every numeric column the statistics read (runs, word pairs, summaries).
 
@@ -112,6 +113,9 @@ def numeric_column(values: pd.Series, name: str, col: str) -> pd.Series:
     """
     text = values.astype(object)
     blank = text.isna() | (text.astype(str).str.strip() == "")
+    # a boolean column (e.g. hidden_gap_ok) reaches the CSV as True/False: read as 1/0
+    flags = text.astype(str).str.strip().str.lower().map({"true": 1.0, "false": 0.0})
+    text = text.where(flags.isna(), flags)
     parsed = pd.to_numeric(text.where(~blank, np.nan), errors="coerce")
     bad = parsed.isna() & ~blank
     if bad.any():
