@@ -350,8 +350,8 @@ def judge_one_sample(expect: str, ev: dict, settings: Settings) -> tuple[str, st
     if ev["p_adj"] < alpha:
         return "supported", f"{what} {side} {ev['bound']:g}: one-sided p_adj={ev['p_adj']:.3g} < {alpha:g}"
     if ev["p_opposite_adj"] < alpha:
-        return "contradicted", (f"{what} {other} {ev['bound']:g}: one-sided p_adj toward the negation "
-                                f"={ev['p_opposite_adj']:.3g} < {alpha:g}")
+        return "contradicted", (f"{what} {other} {ev['bound']:g}: one-sided p_adj toward the negation = "
+                                f"{ev['p_opposite_adj']:.3g} < {alpha:g}")
     return "inconclusive", (f"{what}: neither side of {ev['bound']:g} shown (p_adj={ev['p_adj']:.3g}, "
                             f"toward the negation {ev['p_opposite_adj']:.3g})")
 
