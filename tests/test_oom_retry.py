@@ -8,6 +8,7 @@ metrics of an uninterrupted run, and metrics.json must record the event.
 """
 
 import json
+import os
 
 import pytest
 
@@ -57,3 +58,51 @@ def test_oom_raises_one_line_error_keeps_checkpoint_and_writes_no_metrics(tmp_pa
     assert not (tmp_path / "run" / "metrics.json").exists()
     assert (tmp_path / "run" / "work" / "last.pt").is_file()
     assert json.loads((tmp_path / "run" / "work" / "oom.json").read_text())[0]["epoch"] == 2
+
+
+@pytest.mark.slow
+def test_oom_on_the_simulated_gpu_is_retried_by_snakemake_with_the_gpu_to_itself(tmp_path, mirror, monkeypatch):
+    """The jobs run on the simulated CUDA device (tests/support/simulated_python.py), a GPU shared
+    by runs_per_gpu = 2 runs: on its first attempt the training job may use half the device's
+    memory, which its real peak exceeds, so the simulated allocator raises torch's out-of-memory
+    error; the job exits non-zero, Snakemake retries it holding both slots (the whole GPU), and
+    the retry ends with the numbers of a run that never ran out of memory."""
+    from audit.config import load_study, settings_json
+    from audit.train.trainer import train
+    from support import simulated_python
+    from support.fake_cuda import simulated_cuda
+
+    (tmp_path / "wd").mkdir()
+    workdir = copy_workflow(tmp_path / "wd")
+    config = {**CONFIG, "train": {**CONFIG["train"], "device": "cuda", "runs_per_gpu": 2, "oom_retries": 1}}
+    write_config(workdir, config)
+    corpus = "results/data/ptb/corpus.pt"
+    proc = snakemake(workdir, corpus, "--configfile", "configs/resume.yaml", mirror=mirror)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+    # the run's own peak device memory, in-process on the simulated device with the rule's settings
+    monkeypatch.setenv("AUDIT_GPU_LOCK_DIR", str(tmp_path / "locks-ref"))
+    monkeypatch.setattr("audit.device._HELD", None)
+    settings = json.loads(settings_json(load_study(workdir / "configs" / "resume.yaml"), "ptb", "softmax", 1))
+    with simulated_cuda() as sim:
+        reference = train(settings, str(workdir / corpus), tmp_path / "ref", log=lambda m: None)
+    peak = sim.peak
+    assert reference["status"] == "ok" and reference["device"] == "cuda:0" and peak > 0
+
+    # a GPU of 1.5 x that peak: half of it (one of two slots) is too little, all of it enough
+    monkeypatch.setenv("AUDIT_SIM_GPU_BYTES", str(int(1.5 * peak)))
+    monkeypatch.setenv("AUDIT_GPU_LOCK_DIR", str(tmp_path / "locks"))
+    site = simulated_python.install(tmp_path / "site")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
+    proc = snakemake(workdir, *ARGS, "--resources", "gpu=1", mirror=mirror)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-3000:]
+    assert "Trying to restart job" in output
+    metrics = json.loads((workdir / TARGET).read_text())
+    assert metrics["status"] == "ok" and metrics["device"] == "cuda:0"
+    [event] = metrics["gpu_oom_retries"]
+    assert event["gpu_slots"] == 1 and event["device"].startswith("cuda")
+    assert "CUDA out of memory (simulated)" in event["error"], event  # the allocator's, not a hook
+    log = (workdir / LOG).read_text()   # the retry's log
+    assert "holding 2 slots: the whole GPU" in log, log[-2000:]
+    assert without_retries(metrics) == without_retries(reference)

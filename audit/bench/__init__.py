@@ -2,7 +2,8 @@
 
 ``heads``: time per training step of each head relative to softmax (audit/bench/heads.py).
 ``spectrum``: streamed Gram spectrum against the materialised float32 SVD (audit/bench/spectrum.py).
-``sequential``: error rates and seeds of the group-sequential design by simulation (audit/bench/sequential.py).
+``sequential``: error rates and seeds of the group-sequential design by simulation (audit/bench/sequential.py);
+``--compare`` puts candidate designs side by side (audit/bench/sequential_compare.py).
 ``step``: our training step against a plain nn.LSTM loop of the same shape (audit/bench/step.py).
 ``candidates``: candidate CPU model sizes against the unigram baseline (audit/bench/candidates.py).
 ``study``: where a study's CPU goes, the training steps' share of it (audit/bench/study.py).

@@ -1,6 +1,7 @@
 """Error rates and seeds of the group-sequential design, by simulating whole studies.
 
-``python -m audit bench sequential --sims N --seed S [--initial 5 --step 5 --max 30 ...]``
+``python -m audit bench sequential --sims N --seed S [--initial 5 --step 5 --max 30 ...]``;
+``--compare`` compares candidate designs instead (``audit.bench.sequential_compare``).
 
 Each scenario is one corpus of LK's softmax family: softmax plus SS, GSS, PLIF and MoS, each
 head compared with softmax on test perplexity, the four comparisons one Holm family. Seeds of
@@ -29,7 +30,7 @@ import time
 
 import numpy as np
 
-from audit.stats.sequential import stopping
+from audit.stats.sequential import boundaries as seq, stopping
 
 HEADS = ("softmax", "ss", "gss", "plif", "mos")
 # test perplexity mean, SD per head (order of HEADS): shared/reference/protocol.md section 6
@@ -117,15 +118,17 @@ def _fmt(x) -> str:
     return f"{x:.6g}" if isinstance(x, float) else str(x)
 
 
+def same_power(res: dict, power: float, col: int):
+    """The fewest seeds per arm with which the fixed design reaches ``power`` on comparison
+    ``col`` (on the same simulated seeds); ``">60"`` (the most drawn) when none does."""
+    reach = np.flatnonzero(res["fixed"][:, col] >= power)
+    return int(res["n_values"][reach[0]]) if reach.size else f">{res['n_values'][-1]}"
+
+
 def rows(name: str, res: dict, sims: int, null: bool, arms: int) -> list[list]:
     """The CSV rows of one scenario: one per comparison, then the family."""
-    out, seeds, n_values = res["out"], res["seeds"], res["n_values"]
+    out, seeds = res["out"], res["seeds"]
     table = []
-
-    def same_power(power, col=None):
-        fixed = res["fixed"] if col is None else res["fixed"][:, col]
-        reach = np.flatnonzero(fixed >= power)
-        return int(n_values[reach[0]]) if reach.size else f">{n_values[-1]}"
 
     for i, head in enumerate(HEADS[1:]):
         rej = float(out["rejected"][:, i].mean())
@@ -134,7 +137,7 @@ def rows(name: str, res: dict, sims: int, null: bool, arms: int) -> list[list]:
                          for c in range(1, len(stopping.DECISIONS)) if np.any(out["decision"][:, i] == c))
         table.append([name, f"{head}-vs-softmax", sims, rej, math.sqrt(rej * (1 - rej) / sims),
                       math.nan if null else power, float(seeds[:, i].mean()), float(out["stop"][:, i].mean() + 1),
-                      "" if null else same_power(power, i), math.nan if null else float(res["fixed10"][i]),
+                      "" if null else same_power(res, power, i), math.nan if null else float(res["fixed10"][i]),
                       "", "", stops])
     fwer = float(out["rejected"].any(-1).mean())
     table.append([name, "family", sims, fwer, math.sqrt(fwer * (1 - fwer) / sims),
@@ -148,19 +151,34 @@ def main(argv: list[str]) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sims", type=int, default=10000)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--initial", type=int, default=5)
-    parser.add_argument("--step", type=int, default=5)
-    parser.add_argument("--max", type=int, default=30)
-    parser.add_argument("--spending", choices=["obf", "pocock"], default="obf")
+    parser.add_argument("--initial", type=int, default=stopping.Design.initial)
+    parser.add_argument("--step", type=int, default=stopping.Design.step)
+    parser.add_argument("--max", type=int, default=stopping.Design.maximum)
+    parser.add_argument("--spending", choices=list(seq.SPENDING), default=stopping.Design.spending)
+    parser.add_argument("--gamma", type=float, default=stopping.Design.gamma,
+                        help="Hwang-Shih-DeCani gamma (with --spending hsd)")
     parser.add_argument("--alpha", type=float, default=0.05)
     parser.add_argument("--futility-power", type=float, default=0.1)
     parser.add_argument("--margin", type=float, default=math.nan, help="equivalence margin in ppl (default: none)")
     parser.add_argument("--effects", choices=sorted(EFFECTS), default="table1")
+    parser.add_argument("--compare", action="store_true",
+                        help="compare the candidate designs (audit/bench/sequential_compare.py) instead; "
+                             "ignores the design flags but --alpha, --futility-power and --margin")
     args = parser.parse_args(argv)
-    design = stopping.Design(args.initial, args.step, args.max, args.spending, args.alpha, args.futility_power)
-    rng = np.random.default_rng(args.seed)
     start = time.perf_counter()
-    print(f"# design: seeds per arm {design.sizes}, {design.spending} spending, alpha {design.alpha}, "
+    if args.compare:
+        from audit.bench import sequential_compare
+
+        print(sequential_compare.main(args.sims, args.seed, args.effects, args.alpha, args.futility_power,
+                                      args.margin))
+        print(f"# {len(sequential_compare.CANDIDATES)} designs, effects {args.effects}, sims {args.sims}, "
+              f"seed {args.seed}: {time.perf_counter() - start:.1f} s", file=sys.stderr)
+        return 0
+    design = stopping.Design(args.initial, args.step, args.max, args.spending, args.alpha, args.futility_power,
+                             args.gamma)
+    rng = np.random.default_rng(args.seed)
+    spending = f"hsd (gamma {design.gamma:g})" if design.spending == "hsd" else design.spending
+    print(f"# design: seeds per arm {design.sizes}, {spending} spending, alpha {design.alpha}, "
           f"futility_power {design.futility_power}, margin {_fmt(args.margin) or 'none'}; "
           f"effects {args.effects}; sims {args.sims}, seed {args.seed}", file=sys.stderr)
     print(",".join(COLUMNS))

@@ -391,10 +391,13 @@ def train(settings: dict, corpus_path: str, out_dir: str | os.PathLike, log=prin
     """
     out = Path(out_dir)
     last = out / "work" / "last.pt"
-    trainer = resume(settings, corpus_path, last, log)
+    oom_log = out / "work" / "oom.json"
+    try:
+        trainer = resume(settings, corpus_path, last, log)
+    except torch.cuda.OutOfMemoryError as err:   # the model or its checkpoint does not fit
+        raise out_of_memory(err, settings, None, oom_log) from None
     identity = trainer.identity()
     status, error = "ok", ""
-    oom_log = out / "work" / "oom.json"
     try:
         while trainer.epoch < trainer.t["epochs"]:
             _inject_oom_once(trainer.epoch)
@@ -447,20 +450,26 @@ def _inject_oom_once(epoch: int) -> None:
         raise torch.cuda.OutOfMemoryError(f"injected by {INJECT_OOM_ENV} (test hook)")
 
 
-def out_of_memory(err: Exception, settings: dict, trainer: Trainer, oom_log: Path) -> AuditError:
+def out_of_memory(err: Exception, settings: dict, trainer: Trainer | None, oom_log: Path) -> AuditError:
     """The one-line error of a training job that ran out of GPU memory, after recording it.
 
     No metrics.json is written (the run is not ``failed``: that is kept for divergence) and the
     last epoch checkpoint stays, so Snakemake's retry resumes where this attempt stopped.
+    ``trainer`` is None when building the model (or loading its checkpoint) ran out of memory.
     """
     message = " ".join(str(err).split())[:300]
+    epoch = trainer.epoch + 1 if trainer is not None else None
+    device = str(trainer.device) if trainer is not None else settings["train"]["device"]
     events = json.loads(oom_log.read_text()) if oom_log.is_file() else []
-    events.append({"epoch": trainer.epoch + 1, "device": str(trainer.device),
+    events.append({"epoch": epoch, "device": device,
                    "gpu_slots": int(os.environ.get("AUDIT_GPU_SLOTS") or 1), "error": message})
+    oom_log.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(json.dumps(events, indent=1), oom_log)
-    return AuditError(f"out of GPU memory: {settings['name']} seed {settings['seed']} at epoch {trainer.epoch + 1} "
-                      f"on {trainer.device} (holding {events[-1]['gpu_slots']} slot(s)); the checkpoint after "
-                      f"epoch {trainer.epoch} is kept and a retry resumes it ({message})")
+    where = f"at epoch {epoch}" if trainer is not None else "while building the model"
+    kept = (f"the checkpoint after epoch {trainer.epoch} is kept and a retry resumes it" if trainer is not None
+            else "a retry starts it again")
+    return AuditError(f"out of GPU memory: {settings['name']} seed {settings['seed']} {where} on {device} "
+                      f"(holding {events[-1]['gpu_slots']} slot(s)); {kept} ({message})")
 
 
 def main(argv: list[str]) -> int:

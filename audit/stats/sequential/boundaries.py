@@ -36,7 +36,11 @@ from scipy import optimize, stats
 
 from audit.errors import AuditError
 
-SPENDING = ("obf", "pocock")
+SPENDING = ("obf", "pocock", "hsd")
+# Hwang-Shih-DeCani's gamma when none is given: 0, linear spending alpha t, that of the default
+# design (configs/schema.yaml seeds.gamma; chosen by ``python -m audit bench sequential --compare``)
+HSD_GAMMA = 0.0
+_GAMMA_MAX = 40.0  # |gamma| beyond this spends (almost) everything at t = 0 or t = 1 (gsDesign's range)
 _C_MAX = 12.0  # a z boundary beyond which crossing has probability < 1e-32: "cannot cross"
 _NPTS = 401    # minimum Simpson points per stage; raised so the step stays << sqrt(dt)
 
@@ -61,15 +65,19 @@ def information(n_a, n_b):
         return np.where((n_a > 0) & (n_b > 0), n_a * n_b / (n_a + n_b), 0.0)
 
 
-def spending(t, alpha: float, kind: str = "obf"):
+def spending(t, alpha: float, kind: str = "obf", gamma: float = HSD_GAMMA):
     """Cumulative one-sided alpha spent at information fraction ``t`` (Lan & DeMets 1983).
 
     ``obf``: 2 - 2 Phi(z_{1 - alpha/2} / sqrt(t)) (O'Brien-Fleming-type, almost nothing early);
-    ``pocock``: alpha log(1 + (e - 1) t) (Pocock-type, nearly constant boundaries).
+    ``pocock``: alpha log(1 + (e - 1) t) (Pocock-type, nearly constant boundaries);
+    ``hsd``: alpha (1 - e^{-gamma t}) / (1 - e^{-gamma}) (Hwang, Shih & DeCani 1990), alpha t at
+    gamma = 0; gamma = -4 is close to O'Brien-Fleming, gamma = 1 to Pocock, and a larger gamma
+    spends more early.
 
     Args:
         t: scalar or array of fractions; values are clipped to [0, 1].
         alpha: total (one-sided) level, f(1) = alpha.
+        gamma: the HSD parameter, in [-40, 40]; ignored by the other kinds.
 
     Returns:
         f(t), same shape as ``t``.
@@ -80,7 +88,23 @@ def spending(t, alpha: float, kind: str = "obf"):
             return np.where(t > 0, 2 * stats.norm.sf(stats.norm.isf(alpha / 2) / np.sqrt(t)), 0.0)
     if kind == "pocock":
         return alpha * np.log1p((math.e - 1) * t)
+    if kind == "hsd":
+        gamma = check_gamma(gamma)
+        if abs(gamma) < 1e-9:  # the limit of the ratio below; expm1 keeps small gammas exact
+            return alpha * t
+        return alpha * np.expm1(-gamma * t) / math.expm1(-gamma)
     raise AuditError(f"unknown spending function {kind!r}; known: {', '.join(SPENDING)}")
+
+
+def check_gamma(gamma) -> float:
+    """The HSD gamma as a float; AuditError naming ``seeds.gamma`` unless finite and |gamma| <= 40."""
+    try:
+        value = float(gamma)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not (math.isfinite(value) and abs(value) <= _GAMMA_MAX):
+        raise AuditError(f"seeds.gamma must be a number in [-{_GAMMA_MAX:g}, {_GAMMA_MAX:g}], got {gamma!r}")
+    return value
 
 
 def _simpson(lo: float, hi: float, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -157,13 +181,13 @@ def crossing_probabilities(bounds, fractions, sides: int = 2, drift: float = 0.0
 
 
 @functools.lru_cache(maxsize=4096)
-def _boundaries(t: tuple, alpha: float, kind: str, sides: int, final: bool) -> tuple:
+def _boundaries(t: tuple, alpha: float, kind: str, sides: int, final: bool, gamma: float) -> tuple:
     t_arr = np.asarray(t)
     spend_t = t_arr.copy()
     if final:
         spend_t[-1] = max(spend_t[-1], 1.0)  # the final analysis spends whatever is left
     # one-sided spending at alpha / sides on each side
-    cumulative = sides * spending(spend_t, alpha / sides, kind)
+    cumulative = sides * spending(spend_t, alpha / sides, kind, gamma)
     proc, out, spent = _Process(0.0, _min_sd(t_arr)), [], 0.0
     for k, tk in enumerate(t):
         target = cumulative[k] - spent
@@ -180,7 +204,7 @@ def _boundaries(t: tuple, alpha: float, kind: str, sides: int, final: bool) -> t
 
 
 def boundaries(fractions, alpha: float = 0.05, kind: str = "obf", sides: int = 2,
-               final: bool = True) -> np.ndarray:
+               final: bool = True, gamma: float = HSD_GAMMA) -> np.ndarray:
     """z boundaries of a Lan-DeMets spending design at the observed information fractions.
 
     H0: equal means. A two-sided design (``sides=2``) crosses at stage k when |Z_k| >= c_k and
@@ -189,7 +213,7 @@ def boundaries(fractions, alpha: float = 0.05, kind: str = "obf", sides: int = 2
 
     Args:
         fractions: shape (K,), information fractions of the looks so far (increasing).
-        alpha: total level. kind: ``obf`` (default) or ``pocock``.
+        alpha: total level. kind: ``obf`` (default), ``pocock`` or ``hsd`` (with ``gamma``).
         final: the last look is the final analysis and spends all of alpha (f(1)) even if its
             information fraction fell short of 1 (failed runs).
 
@@ -201,7 +225,8 @@ def boundaries(fractions, alpha: float = 0.05, kind: str = "obf", sides: int = 2
     if sides not in (1, 2):
         raise AuditError(f"sides must be 1 or 2, got {sides}")
     t = tuple(float(x) for x in _check_fractions(fractions))
-    return np.asarray(_boundaries(t, float(alpha), kind, sides, bool(final)))
+    gamma = check_gamma(gamma) if kind == "hsd" else 0.0  # one cache entry per obf/pocock design
+    return np.asarray(_boundaries(t, float(alpha), kind, sides, bool(final), gamma))
 
 
 def nominal_levels(bounds, sides: int = 2) -> np.ndarray:
@@ -247,7 +272,8 @@ def stagewise_p(p_obs: float, fractions, bounds) -> float:
     return float(min(1.0, crossing_probabilities(c, fractions).sum()))
 
 
-def repeated_p(p_history, fractions, kind: str = "obf", sides: int = 2, final: bool = False) -> float:
+def repeated_p(p_history, fractions, kind: str = "obf", sides: int = 2, final: bool = False,
+               gamma: float = HSD_GAMMA) -> float:
     """Repeated p-value (Jennison & Turnbull 1989, 2000 ch. 9) after the looks so far.
 
     The smallest level alpha' at which some look j <= k would have rejected:
@@ -261,6 +287,7 @@ def repeated_p(p_history, fractions, kind: str = "obf", sides: int = 2, final: b
             sides=1); NaN for a look without a test.
         fractions: shape (k,), information fractions of those looks.
         final: the last look is the final analysis (spends all of alpha').
+        gamma: the HSD parameter when ``kind`` is ``hsd``.
 
     Returns:
         p in (0, 1]; NaN when no look has a finite p.
@@ -272,7 +299,7 @@ def repeated_p(p_history, fractions, kind: str = "obf", sides: int = 2, final: b
         is_final = final and j == len(t) - 1
 
         def gap(a, j=j, is_final=is_final):
-            return nominal_levels(boundaries(t[: j + 1], a, kind, sides, is_final)[j:], sides)[0] - p[j]
+            return nominal_levels(boundaries(t[: j + 1], a, kind, sides, is_final, gamma)[j:], sides)[0] - p[j]
 
         hi = 1 - 1e-9
         if p[j] <= 0:

@@ -50,7 +50,7 @@ FINAL_COLUMNS = [
 def _rep_p(s: dict, t: np.ndarray, design: stopping.Design, last: int) -> float:
     """Repeated p of a comparison over its looks 0..last."""
     return seq.repeated_p(s["p"][: last + 1], t[: last + 1], design.spending, 2,
-                          final=last == len(design.sizes) - 1)
+                          final=last == len(design.sizes) - 1, gamma=design.gamma)
 
 
 def _holm(p: list[float]) -> list[float]:
@@ -140,7 +140,7 @@ def _final(i, row, s, t, prefix, p_adj, p_rep, design, history) -> dict:
     at_stop = next(h for h in history if (h["family"], h["corpus"], h["metric"], h["head_a"], h["head_b"],
                                            h["stage"]) == (row["family"], row["corpus"], row["metric"],
                                                            row["head_a"], row["head_b"], look + 1))
-    bounds = seq.boundaries(t, design.alpha, design.spending, 2, True)
+    bounds = seq.boundaries(t, design.alpha, design.spending, 2, True, design.gamma)
     stagewise = (seq.stagewise_p(s["p"][look], t[: look + 1], bounds[: look + 1])
                  if at_stop["decision"] in ("efficacy", "max") else math.nan)
     level = float(seq.nominal_levels(bounds[look : look + 1])[0])
@@ -164,7 +164,7 @@ def design_power(diff: float, sd_a: float, sd_b: float, design: stopping.Design)
     if not (np.isfinite(diff) and np.isfinite(var) and var > 0 and diff != 0):
         return math.nan, math.nan
     planned = np.array([float(seq.information(n, n)) for n in design.sizes]) / design.info_max
-    bounds = seq.boundaries(planned, design.alpha, design.spending, 2, True)
+    bounds = seq.boundaries(planned, design.alpha, design.spending, 2, True, design.gamma)
     p = float(min(1.0, seq.crossing_probabilities(bounds, planned, 2, abs(diff) / math.sqrt(var)).sum()))
     return p, power.seeds_needed(sd_a, sd_b, abs(diff), design.alpha, min(p, 0.999))
 

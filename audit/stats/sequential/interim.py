@@ -41,7 +41,7 @@ from audit.stats.sequential import boundaries as seq, schedule, stopping
 def design_of(settings: dict) -> stopping.Design:
     """The ``stopping.Design`` of ``schedule.design_settings``."""
     return stopping.Design(settings["initial"], settings["step"], settings["max"], settings["spending"],
-                           settings["alpha"], settings["futility_power"])
+                           settings["alpha"], settings["futility_power"], settings["gamma"])
 
 
 def comparison_rows(runs: pd.DataFrame, comparisons: list, source: str) -> tuple[list[dict], list[dict]]:

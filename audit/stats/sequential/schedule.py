@@ -1,7 +1,7 @@
 """The seeds schedule of a study: a fixed list, or a group-sequential mapping.
 
 A study's ``seeds:`` is either a list (the fixed design: every arm trains exactly these seeds)
-or a mapping ``{initial, step, max, first, spending, futility_power, alpha}`` (the
+or a mapping ``{initial, step, max, first, spending, gamma, futility_power, alpha}`` (the
 group-sequential design, docs/statistics.md "Sequential design"). With the mapping, stage k
 has n_k = min(initial + (k - 1) step, max) seeds per arm, and an arm with n seeds trains the
 consecutive seeds ``first, first + 1, ..., first + n - 1`` (first = 1 by default): stage 1 of
@@ -15,6 +15,11 @@ Torch-, pandas- and scipy-free: ``rules/common.smk`` imports it while Snakemake 
 from __future__ import annotations
 
 from audit.errors import AuditError
+
+
+# looks of the default design, chosen by simulation with its HSD(gamma 0) spending (README
+# "Benchmarks", `python -m audit bench sequential --compare`); stopping.Design's defaults too
+DEFAULT_LOOKS = {"initial": 4, "step": 4, "max": 30}
 
 
 def is_sequential(config: dict) -> bool:
@@ -53,8 +58,9 @@ def design_settings(config: dict) -> dict:
     if alpha is None:
         alpha = (config.get("stats") or {}).get("alpha", 0.05)
     return {"initial": int(spec["initial"]), "step": int(spec["step"]), "max": int(spec["max"]),
-            "first": int(spec.get("first", 1)), "spending": spec.get("spending", "obf"),
-            "futility_power": float(spec.get("futility_power", 0.1)), "alpha": float(alpha)}
+            "first": int(spec.get("first", 1)), "spending": spec.get("spending", "hsd"),
+            "futility_power": float(spec.get("futility_power", 0.1)), "alpha": float(alpha),
+            "gamma": float(spec.get("gamma", 0.0))}  # the schema's defaults (stopping.Design's too)
 
 
 def check(config: dict, source: str = "config") -> None:
@@ -62,8 +68,12 @@ def check(config: dict, source: str = "config") -> None:
 
     Raises:
         AuditError: one line naming the key: max below initial, or no comparisons to decide.
+
+    Fills the default looks (``DEFAULT_LOOKS``) the mapping leaves out, in place.
     """
     spec = config["seeds"]
+    for key, value in DEFAULT_LOOKS.items():   # `seeds: {}` is the default design
+        spec.setdefault(key, value)
     if spec["max"] < spec["initial"]:
         raise AuditError(f"{source}: config key seeds.max: must be >= seeds.initial "
                          f"({spec['max']} < {spec['initial']})")

@@ -44,17 +44,21 @@ DECISIONS = ("continue", "efficacy", "equivalence", "futility", "max", "undefine
 class Design:
     """A sequential seeds schedule and its decision settings (``seeds:`` mapping of a study)."""
 
-    initial: int = 5
-    step: int = 5
+    # the default design, chosen by simulation (python -m audit bench sequential --compare; README):
+    # looks at 4, 8, ..., 28, 30 seeds with linear (HSD gamma 0) spending
+    initial: int = 4
+    step: int = 4
     maximum: int = 30
-    spending: str = "obf"
+    spending: str = "hsd"
     alpha: float = 0.05
     futility_power: float = 0.1
+    gamma: float = seq.HSD_GAMMA  # Hwang-Shih-DeCani parameter; used only by spending "hsd"
 
     def __post_init__(self):
         seq.stage_sizes(self.initial, self.step, self.maximum)  # validates
         if self.spending not in seq.SPENDING:
             raise AuditError(f"seeds.spending: unknown {self.spending!r}; known: {', '.join(seq.SPENDING)}")
+        seq.check_gamma(self.gamma)
         if not 0 <= self.futility_power < 1:
             raise AuditError(f"seeds.futility_power must be in [0, 1), got {self.futility_power}")
 
@@ -74,7 +78,8 @@ def level_table(fractions, design: Design, m: int, sides: int, final: bool) -> n
         shape (m, K): row r - 1 holds the K looks' nominal levels at level alpha / r.
     """
     return np.stack([seq.nominal_levels(seq.boundaries(fractions, design.alpha / r, design.spending,
-                                                       sides, final), sides) for r in range(1, m + 1)])
+                                                       sides, final, design.gamma), sides)
+                     for r in range(1, m + 1)])
 
 
 def holm(hit: np.ndarray, valid: np.ndarray) -> np.ndarray:

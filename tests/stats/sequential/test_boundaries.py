@@ -15,6 +15,35 @@ JT_OBF = {2: 1.977, 3: 2.004, 4: 2.024, 5: 2.040}
 # 1994, Stat Med 13:1341, Table 1; the same values as R ldbounds / gsDesign)
 LD_OBF_5 = [4.877, 3.357, 2.680, 2.290, 2.031]
 LD_POCOCK_5 = [2.44, 2.43, 2.41, 2.40, 2.39]
+# Hwang-Shih-DeCani spending boundaries (fractions, alpha, gamma, sides) -> c_k, computed in R
+# 4.2.2 by an independent method: Genz-type multivariate normal probabilities (mvtnorm 1.1-3,
+# Debian r-cran-mvtnorm; Miwa's deterministic algorithm) and uniroot, stage by stage, so that
+# P0(first crossing at look k) = f(t_k) - f(t_{k-1}). gsDesign is not packaged for Debian; the
+# one-sided gamma = -4, K = 3 case is gsDesign's default design (upper bounds 3.01, 2.55, 1.99).
+#   library(mvtnorm)
+#   hsd <- function(t, a, g) if (g == 0) a * t else a * (1 - exp(-g * t)) / (1 - exp(-g))
+#   cont <- function(c, t, sides) {  # P(no crossing at looks 1..k)
+#     s <- sqrt(outer(t, t, pmin) / outer(t, t, pmax))
+#     lower <- if (sides == 2) -c else rep(-Inf, length(c))
+#     pmvnorm(lower = lower, upper = c, sigma = s, algorithm = Miwa(steps = 4096))[1]
+#   }
+#   bounds <- function(t, alpha, g, sides = 2) {
+#     c <- numeric(0); f <- hsd(t, alpha, g)
+#     for (k in seq_along(t)) {
+#       prev <- if (k == 1) 1 else cont(c, t[1:(k - 1)], sides)
+#       c[k] <- uniroot(function(x) prev - cont(c(c, x), t[1:k], sides) - (f[k] - c(0, f)[k]),
+#                       c(0.5, 8), tol = 1e-12)$root
+#     }
+#     c
+#   }
+#   bounds((1:4) / 4, 0.05, -2); bounds(c(0.1, 0.3, 0.6, 1), 0.05, 1)
+#   bounds(c(4, 8, 12, 30) / 30, 0.0125, 0); bounds((1:3) / 3, 0.025, -4, sides = 1)
+R_HSD = [
+    ((0.25, 0.5, 0.75, 1.0), 0.05, -2.0, 2, [2.802119, 2.580104, 2.340792, 2.090340]),
+    ((0.1, 0.3, 0.6, 1.0), 0.05, 1.0, 2, [2.672571, 2.446744, 2.326767, 2.279133]),
+    ((4 / 30, 8 / 30, 12 / 30, 1.0), 0.0125, 0.0, 2, [3.143980, 3.096387, 3.043546, 2.641753]),
+    ((1 / 3, 2 / 3, 1.0), 0.025, -4.0, 1, [3.010739, 2.546531, 1.999226]),
+]
 
 
 @pytest.mark.parametrize("looks", [2, 3, 4, 5])
@@ -29,6 +58,25 @@ def test_lan_demets_boundaries_match_demets_lan_1994():
     np.testing.assert_allclose(seq.boundaries(t, 0.05, "pocock"), LD_POCOCK_5, atol=6e-3)
 
 
+@pytest.mark.parametrize("t, alpha, gamma, sides, expected", R_HSD)
+def test_hwang_shih_decani_boundaries_match_r_mvtnorm(t, alpha, gamma, sides, expected):
+    np.testing.assert_allclose(seq.boundaries(t, alpha, "hsd", sides, gamma=gamma), expected, atol=2e-6)
+
+
+def test_hsd_spending_function():
+    t = np.array([0.0, 0.3, 1.0])
+    np.testing.assert_allclose(seq.spending(t, 0.05, "hsd", gamma=0.0), 0.05 * t)  # linear at gamma = 0
+    np.testing.assert_allclose(seq.spending(0.3, 0.05, "hsd", gamma=-4.0),
+                               0.05 * (1 - np.exp(1.2)) / (1 - np.exp(4.0)), rtol=1e-12)
+    # continuous at gamma -> 0 (the formula's 0 / 0 limit), and a larger gamma spends more early
+    assert seq.spending(0.3, 0.05, "hsd", gamma=1e-7) == pytest.approx(0.015, rel=1e-6)
+    early = [seq.spending(0.2, 0.05, "hsd", gamma=g) for g in (-4, -2, 0, 1, 3)]
+    assert np.all(np.diff(early) > 0)
+    for bad in (np.nan, 41, "x"):
+        with pytest.raises(AuditError, match="seeds.gamma"):
+            seq.spending(0.5, 0.05, "hsd", gamma=bad)
+
+
 def _mvn_continue(c, t, sides, drift=0.0):
     """P(no crossing at looks 1..K) by Genz's multivariate normal integration (independent of
     the recursive integration): corr(Z_i, Z_j) = sqrt(t_i / t_j)."""
@@ -39,7 +87,7 @@ def _mvn_continue(c, t, sides, drift=0.0):
     return mvn.cdf(np.asarray(c), lower_limit=lower, rng=np.random.default_rng(0))
 
 
-@pytest.mark.parametrize("kind", ["obf", "pocock"])
+@pytest.mark.parametrize("kind", ["obf", "pocock", "hsd"])
 @pytest.mark.parametrize("sides", [1, 2])
 def test_spent_alpha_is_the_exact_crossing_probability_by_mvn_integration(kind, sides):
     t = np.array([0.2, 0.45, 0.7, 1.0])  # unequal spacing, as after failed runs
@@ -103,18 +151,19 @@ def test_stagewise_p_at_a_boundary_is_the_alpha_spent_so_far():
     assert spent[1] + 1e-4 < middle < spent[2] - 1e-4
 
 
-def test_repeated_p_below_alpha_exactly_when_some_look_crossed():
+@pytest.mark.parametrize("kind, gamma", [("obf", seq.HSD_GAMMA), ("hsd", 1.0)])
+def test_repeated_p_below_alpha_exactly_when_some_look_crossed(kind, gamma):
     rng = np.random.default_rng(3)
     t = np.array([0.25, 0.5, 0.75, 1.0])
     for _ in range(10):
         p = 10 ** rng.uniform(-5, 0, size=4)
         for alpha in (0.05, 0.0125):
-            nominal = seq.nominal_levels(seq.boundaries(t, alpha))
+            nominal = seq.nominal_levels(seq.boundaries(t, alpha, kind, gamma=gamma))
             # a p within 1e-6 (relative) of a nominal level would let the root finders' tolerances
             # (xtol 1e-10, rtol 1e-6) decide the side; the seeded draws stay far from that
             assert np.min(np.abs(p / nominal - 1)) > 1e-4
             crossed = np.any(p < nominal)
-            assert (seq.repeated_p(p, t, final=True) < alpha) == crossed
+            assert (seq.repeated_p(p, t, kind, final=True, gamma=gamma) < alpha) == crossed
     assert seq.repeated_p([0.2, 0.3], [0.5, 1.0], final=True) >= 0.2  # never below a look's own p
     assert np.isnan(seq.repeated_p([np.nan, np.nan], [0.5, 1.0]))
 

@@ -11,7 +11,7 @@ import pytest
 from audit.config import check_study
 from audit.errors import AuditError
 from audit.stats import power
-from audit.stats.sequential import boundaries as seq, interim, schedule
+from audit.stats.sequential import boundaries as seq, interim, schedule, stopping
 from audit.stats.sequential.history import design_power, history_table
 
 HEADS = {"softmax": 57.0, "mos": 54.9, "ss": 57.0, "alone": 60.0}
@@ -19,7 +19,7 @@ HEADS = {"softmax": 57.0, "mos": 54.9, "ss": 57.0, "alone": 60.0}
 
 def study(seeds=None, against=("mos", "ss"), **extra):
     return check_study({"study": "t", "heads": [{"name": h, "head": "softmax"} for h in HEADS],
-                        "seeds": seeds or {"initial": 3, "step": 2, "max": 7, "futility_power": 0.0},
+                        "seeds": seeds if seeds is not None else {"initial": 3, "step": 2, "max": 7, "futility_power": 0.0},
                         "comparisons": [{"family": "f", "baseline": "softmax", "against": list(against),
                                          "metrics": ["test_ppl"], **extra}]})
 
@@ -53,6 +53,28 @@ def test_seeds_of_a_stage_are_consecutive_from_first():
     assert schedule.planned_seeds(check_study({"study": "t", "heads": [{"name": "softmax"}], "seeds": [4, 2]})) == [4, 2]
 
 
+def test_design_settings_defaults_and_hsd_gamma():
+    """The schema's defaults reach the design: the default is HSD spending with gamma 0 (linear,
+    chosen by ``python -m audit bench sequential --compare``); a declared gamma is kept and one
+    outside [-40, 40] is refused by the schema and by the design."""
+    design = interim.design_of(schedule.design_settings(study()))
+    assert (design.spending, design.gamma, design.futility_power) == ("hsd", 0.0, 0.0)
+    assert stopping.Design().sizes == [4, 8, 12, 16, 20, 24, 28, 30]
+    assert (stopping.Design().spending, stopping.Design().gamma) == ("hsd", 0.0)
+    raw = {"initial": 3, "step": 2, "max": 7}  # no defaults filled: design_settings' own fallbacks agree
+    assert schedule.design_settings({"seeds": raw}) == schedule.design_settings(study(seeds=dict(raw)))
+    # `seeds: {}` asks for the default design whole: its looks too
+    empty = study(seeds={})
+    assert schedule.stage_sizes(empty["seeds"]) == stopping.Design().sizes
+    assert interim.design_of(schedule.design_settings(empty)) == stopping.Design(futility_power=0.1)
+    declared = study(seeds={"initial": 3, "step": 2, "max": 7, "spending": "hsd", "gamma": -2.5})
+    assert interim.design_of(schedule.design_settings(declared)).gamma == -2.5
+    with pytest.raises(AuditError, match="gamma"):
+        study(seeds={"initial": 3, "step": 2, "max": 7, "spending": "hsd", "gamma": 41})
+    with pytest.raises(AuditError, match="seeds.gamma"):
+        stopping.Design(spending="hsd", gamma=math.inf)
+
+
 def test_large_effect_stops_at_stage_1_and_its_arm_gets_no_more_seeds():
     record = interim.analyse(fabricate({"softmax": 3, "mos": 3, "ss": 3, "alone": 3}), study(), 1)
     mos, ss = by_head(record)["mos"], by_head(record)["ss"]
@@ -83,7 +105,8 @@ def test_a_null_comparison_continues_to_max_and_the_history_has_every_stage():
     assert [(h["stage"], h["seeds_per_arm"], h["n_a"], h["decision"]) for h in history] == [
         (1, 3, 3, "continue"), (2, 5, 5, "continue"), (3, 7, 7, "max")]
     # the boundary of a look is the spending design's at the observed fractions (3/7, 5/7, 1)
-    bounds = seq.boundaries(np.array([3, 5, 7]) / 7, 0.05, "obf", 2, True)
+    design = interim.design_of(schedule.design_settings(config))
+    bounds = seq.boundaries(np.array([3, 5, 7]) / 7, 0.05, design.spending, 2, True, design.gamma)
     assert [h["boundary_z"] for h in history] == pytest.approx(bounds, rel=1e-6)
     # repeated CI at the last look: diff -/+ t_df(1 - nominal / 2) se, covering 0 here
     assert final["rci_low"] < final["diff"] < final["rci_high"] and final["rci_low"] < 0 < final["rci_high"]
@@ -125,7 +148,7 @@ def test_seeds_against_the_fixed_design_of_equal_power():
     p, fixed = design_power(0.2, 0.1, 0.1, design)
     # independent check of the design's power: simulate Z_k at the planned fractions
     t = np.array([3, 5, 7]) / 7
-    bounds = seq.boundaries(t, 0.05, "obf", 2, True)
+    bounds = seq.boundaries(t, 0.05, design.spending, 2, True, design.gamma)
     rng = np.random.default_rng(0)
     theta = 0.2 / math.sqrt(0.02 / 7)
     steps = rng.standard_normal((200_000, 3)) * np.sqrt(np.diff(np.r_[0, t]))
