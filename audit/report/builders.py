@@ -168,6 +168,12 @@ def learning_curves(src: Sources) -> str:
     return draw(read_curves(src.run_dirs))
 
 
+def saturation(src: Sources) -> str:
+    from audit.report.saturation import read_saturation, saturation as draw
+
+    return draw(read_saturation(src.run_dirs))
+
+
 def rank_vs_ppl(src: Sources) -> str:
     from audit.report.figures import rank_vs_metric
 

@@ -302,6 +302,7 @@ REGISTRY: tuple[Output, ...] = (
     # figures
     Output("rank_decay", "figure", b.rank_decay, ("spectrum",)),
     Output("learning_curves", "figure", b.learning_curves, ("metrics",), when=has_runs),
+    Output("saturation", "figure", b.saturation, ("metrics",), when=has_runs),
     Output("rank_vs_ppl", "figure", b.rank_vs_ppl, ("runs", "correlations"),
            options=lambda config: {"x": "press_rank", "metric": "test_ppl"}),
     Output("strip", "figure", b.strip, ("runs",), options=lambda config: {"metric": "test_ppl"}),

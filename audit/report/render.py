@@ -320,7 +320,7 @@ def render(runs_path: str, config_path: str, table_paths: list[str], figure_path
     present = {
         "scales": scales is not None, "published": any(published.values()), "verdicts": bool(claims), "results": "results" in tables, "comparisons": "comparisons" in tables,
         "ranks": bool({"ranks", "correlations"} & set(tables) or {"rank_decay", "rank_vs_ppl"} & set(figures)),
-        "spread": "strip" in figures, "convergence": "learning_curves" in figures,
+        "spread": "strip" in figures, "convergence": bool({"learning_curves", "saturation"} & set(figures)),
         "wordsim": bool({"wordsim_rho", "wordsim_coverage", "wordsim_diffs"} & set(tables) or "wordsim_wins" in figures),
         "qualitative": bool("topk" in tables or "jacobian" in figures),
         "grid": "grid" in tables, "synthetic": "synthetic_summary" in tables, "sequential": "sequential" in tables,

@@ -21,6 +21,11 @@ Claims come from the study config's ``claims:`` and from the file named by its
       # expect: positive | negative | nonzero | weak
       # weak_below: 0.5   # with expect: weak -- supported when the CI of |r| lies below it,
                           # contradicted when it lies at or above it, else inconclusive
+      # ... or one arm against a declared bound (audit.stats.one_sample):
+      # one_sample: {head: softmax, metric: logit_grad_share, bound: 0.05, test: t}
+      #             # test: binomial counts the runs whose value is above `threshold` (default 0)
+      #             # and tests their rate against the bound (a rate in (0, 1))
+      # expect: below | above
 
 A comparison claim uses the matching row of the comparisons table (same corpus, metric and
 heads in either order, same margin when the claim gives one; Holm-corrected in that family).
@@ -30,6 +35,14 @@ row. Verdicts: ``supported``, ``contradicted``, ``equivalent`` or ``inconclusive
 With ``test: multibootstrap`` a comparison claim is judged on the same row's multi-bootstrap
 (``mb_diff``, its percentile CI and ``mb_p_adj``, Holm within the same family): a claim about the
 language rather than this test set. It tests no equivalence, so it never says ``equivalent``.
+
+A one-sample claim (``one_sample``) joins the Holm family ``claims`` with its one-sided p toward
+the claim (``p_adj``); its p toward the negation is Holm-adjusted in a second pass over the
+same family (``p_opposite_adj``, as TOST is beside Welch). Supported when ``p_adj`` < alpha,
+contradicted when ``p_opposite_adj`` < alpha (at most one can be), else inconclusive; fewer
+than ``min_seeds`` usable runs, an undefined test, an absent column or head: inconclusive with
+the reason, out of the family. The estimate is mean - bound (or rate - bound) with the
+1 - 2 alpha interval whose ends are the one-sided bounds of the two tests.
 """
 
 from __future__ import annotations
@@ -40,14 +53,16 @@ import numpy as np
 import pandas as pd
 
 from audit.config import check_section
-from audit.stats import multiboot
-from audit.stats.comparisons import default_lower_is_better, finalize, make_row
-from audit.stats.io import Settings
+from audit.stats import multiboot, one_sample
+from audit.stats.comparisons import default_lower_is_better, drop_kind, finalize, make_row, verdict as comparison_verdict
+from audit.stats.io import Settings, absent_later, arm
+from audit.stats.multiplicity import METHOD, adjust
 
 COLUMNS = [
     "claim_id", "source", "statement", "corpus", "kind", "expect", "verdict", "reason",
     "evidence_table", "evidence", "n_a", "n_b", "n_failed_a", "n_failed_b", "estimate_name",
-    "estimate", "ci_low", "ci_high", "ci_level", "p_name", "p", "p_adj", "tost_p_adj", "power",
+    "estimate", "ci_low", "ci_high", "ci_level", "p_name", "p", "p_adj", "tost_p_adj",
+    "p_opposite_adj", "power",
     "seeds_needed", "alpha", "bootstrap_seed", "bootstrap_resamples",
 ]
 
@@ -185,7 +200,7 @@ def claims_table(runs: pd.DataFrame, config: dict, settings: Settings,
     """
     claims = check_section("claims", config.get("claims"), source)
     all_corpora = sorted(runs["corpus"].unique())
-    pending, rows = [], []
+    pending, singles, rows = [], [], []
     for claim in claims:
         base = dict(claim_id=claim["id"], source=claim["source"], statement=claim["statement"],
                     expect=claim["expect"], alpha=settings.alpha)
@@ -196,7 +211,8 @@ def claims_table(runs: pd.DataFrame, config: dict, settings: Settings,
                 comp = claim["comparison"]
                 if comp["metric"] not in runs.columns:
                     rows.append(dict(row, verdict="inconclusive", evidence_table="",
-                                     reason=f"not run: the runs table has no column {comp['metric']!r}"))
+                                     reason=absent_later(runs, comp["metric"])
+                                     or f"not run: the runs table has no column {comp['metric']!r}"))
                     continue
                 found, flipped = find_row(comparisons, claim, corpus)
                 if found is not None:
@@ -206,12 +222,18 @@ def claims_table(runs: pd.DataFrame, config: dict, settings: Settings,
                 lib = default_lower_is_better(comp["metric"], f"{source}: claim {claim['id']!r}") if lib is None else bool(lib)
                 pending.append((row, claim, make_row(runs, "claims", corpus, comp["metric"], str(comp["head_a"]),
                                                       str(comp["head_b"]), lib, claim.get("equivalence_margin"), settings)))
+            elif "one_sample" in claim:
+                singles.append((dict(row, kind="one_sample"), claim, one_sample_evidence(claim, corpus, runs, settings)))
             else:
                 rows.append(_correlation_row(row, claim, corpus, correlations, settings))
+    done = []
     if pending:   # claim-only comparisons: corrected together as the family "claims"
         done = multiboot.attach(finalize([p[2] for p in pending], settings), runs, sentences,
                                 settings).to_dict("records")
-        rows += [(row, claim, r, "claims (computed here)") for (row, claim, _), r in zip(pending, done)]
+    if singles:   # ... with the one-sample claims in the same Holm family
+        holm_with_one_sample(done, [s[2] for s in singles], settings)
+    rows += [(row, claim, r, "claims (computed here)") for (row, claim, _), r in zip(pending, done)]
+    rows += [one_sample_claim_row(row, claim, ev, settings) for row, claim, ev in singles]
     out = [comparison_claim_row(*r, settings) if isinstance(r, tuple) else r for r in rows]
     order = {c["id"]: i for i, c in enumerate(claims)}
     out.sort(key=lambda r: (order[r["claim_id"]], r["corpus"]))
@@ -265,3 +287,92 @@ def _correlation_row(row: dict, claim: dict, corpus: str, correlations: pd.DataF
                 estimate=r, ci_low=ev[f"{method}_ci_low"], ci_high=ev[f"{method}_ci_high"],
                 ci_level=ev["ci_level"], p_name="permutation p (uncorrected, single pre-declared test)",
                 p=p, bootstrap_seed=ev["permutation_seed"], bootstrap_resamples=ev["permutation_resamples"])
+
+
+def one_sample_evidence(claim: dict, corpus: str, runs: pd.DataFrame, settings: Settings) -> dict:
+    """The statistics of a one-sample claim on one corpus, before Holm (``audit.stats.one_sample``),
+    with ``reason``: why it has no test ('' when it has one: it then enters the family)."""
+    spec = claim["one_sample"]
+    head, metric, test = str(spec["head"]), spec["metric"], spec.get("test", "t")
+    ev = dict(head=head, metric=metric, test=test, bound=float(spec["bound"]),
+              threshold=float(spec.get("threshold", 0.0)), n=0, n_failed=0, n_missing=0, reason="")
+    if metric not in runs.columns:   # a runs table from before the metric was measured, or a typo
+        ev.update(one_sample.one_sample(np.array([]), ev["bound"], claim["expect"], test, ev["threshold"], settings.alpha))
+        return dict(ev, reason=absent_later(runs, metric) or f"not run: the runs table has no column {metric!r}")
+    sample = arm(runs, corpus, head, metric)
+    ev.update(one_sample.one_sample(sample.values, ev["bound"], claim["expect"], test, ev["threshold"], settings.alpha),
+              n_failed=sample.n_failed, n_missing=sample.n_missing)
+    n, need = len(sample.values), settings.min_seeds
+    if not sample.present:
+        ev["reason"] = f"not run: no runs of {head} in corpus {corpus!r}"
+    elif n < need:
+        lost = [f"{c} {what}" for c, what in ((sample.n_failed, "runs failed"),
+                                                (sample.n_missing, f"ok runs without a {metric} value")) if c]
+        kind = "runs failed" if sample.n_failed and n + sample.n_failed >= need else "too few seeds"
+        ev["reason"] = f"{kind}: n={n} < min_seeds={need}" + (f"; {', '.join(lost)}" if lost else "")
+    elif ev["undefined"]:
+        ev["reason"] = ev["undefined"]
+    return ev
+
+
+def holm_with_one_sample(comparison_rows: list[dict], singles: list[dict], settings: Settings) -> None:
+    """Holm over the family ``claims``: the claim-only comparisons' Welch p (where tested) and the
+    one-sample claims' p toward the claim; a second pass with the one-sample p toward the
+    negation (``p_opposite_adj``) over the same m. Updates both lists in place; a comparison row
+    that was tested gets its verdict again from the new ``p_adj``."""
+    welch = [r["welch_p"] if np.isfinite(r["p_adj"]) else math.nan for r in comparison_rows]
+    tested = [not s["reason"] for s in singles]
+    p_adj, size, dropped = adjust(welch + [s["p"] if ok else math.nan for s, ok in zip(singles, tested)])
+    p_opp = adjust(welch + [s["p_opposite"] if ok else math.nan for s, ok in zip(singles, tested)])[0]
+    reasons = [r["reason"] for r in comparison_rows] + [s["reason"] for s in singles]
+    kinds = [drop_kind(r) for r in reasons]
+    counts = {k: kinds.count(k) for k in dict.fromkeys(kinds) if k}
+    note = (f"m = {size} defined tests (Welch and one-sample) of {len(kinds)} rows"
+            + (f"; dropped: {', '.join(f'{n} {k}' for k, n in counts.items())}" if counts else ""))
+    for i, r in enumerate(comparison_rows):
+        if np.isfinite(r["p_adj"]):
+            r["p_adj"] = float(p_adj[i])
+            r["verdict"], r["reason"] = comparison_verdict(r, settings)
+        r.update(family_size=size, family_dropped=dropped, family_note=note)
+    for j, s in enumerate(singles, start=len(comparison_rows)):
+        s.update(p_adj=float(p_adj[j]), p_opposite_adj=float(p_opp[j]), family_size=size, family_note=note)
+
+
+def judge_one_sample(expect: str, ev: dict, settings: Settings) -> tuple[str, str]:
+    """Verdict of a one-sample claim from its evidence after Holm (``holm_with_one_sample``)."""
+    if ev["reason"] or not np.isfinite(ev.get("p_adj", math.nan)):
+        return "inconclusive", ev["reason"] or "undefined: the one-sample test could not be computed"
+    alpha = settings.alpha
+    what = (f"rate of runs with {ev['metric']} > {ev['threshold']:g} = {ev['k']:.0f}/{ev['n']}"
+            if ev["test"] == "binomial" else f"mean {ev['metric']} = {ev['stat']:.4g} (n={ev['n']})")
+    side = "below" if expect == "below" else "above"
+    other = "above" if side == "below" else "below"
+    if ev["p_adj"] < alpha:
+        return "supported", f"{what} {side} {ev['bound']:g}: one-sided p_adj={ev['p_adj']:.3g} < {alpha:g}"
+    if ev["p_opposite_adj"] < alpha:
+        return "contradicted", (f"{what} {other} {ev['bound']:g}: one-sided p_adj toward the negation = "
+                                f"{ev['p_opposite_adj']:.3g} < {alpha:g}")
+    return "inconclusive", (f"{what}: neither side of {ev['bound']:g} shown (p_adj={ev['p_adj']:.3g}, "
+                            f"toward the negation {ev['p_opposite_adj']:.3g})")
+
+
+def one_sample_claim_row(row: dict, claim: dict, ev: dict, settings: Settings) -> dict:
+    """The claims-table row of a one-sample claim; ``estimate`` is the arm's mean (or rate) minus
+    the bound, its interval the one at ``ci_level`` = 1 - 2 alpha shifted by the bound."""
+    verdict, reason = judge_one_sample(claim["expect"], ev, settings)
+    test, bound = ev["test"], ev["bound"]
+    binomial = test == "binomial"
+    size = ev.get("family_size", math.nan)
+    return dict(
+        row, verdict=verdict, reason=reason, evidence_table="claims (computed here)",
+        evidence=(f"family=claims; metric={ev['metric']}; head={ev['head']}; bound={bound:g}"
+                  + (f"; runs with {ev['metric']} > {ev['threshold']:g}" if binomial else "")),
+        n_a=ev["n"], n_b=math.nan, n_failed_a=ev["n_failed"], n_failed_b=math.nan,
+        estimate_name=("rate - bound (rate = k/n runs above the threshold; exact Clopper-Pearson CI)"
+                       if binomial else "mean - bound (one-sample t CI)"),
+        estimate=ev["estimate"], ci_low=ev["ci_low"] - bound, ci_high=ev["ci_high"] - bound, ci_level=ev["ci_level"],
+        p_name=(f"{'exact binomial' if binomial else 'one-sample t'} p, one-sided (H1: {claim['expect']} "
+                f"{bound:g}), {METHOD} within claims (m={size})"),
+        p=ev["p"], p_adj=ev.get("p_adj", math.nan), tost_p_adj=math.nan,
+        p_opposite_adj=ev.get("p_opposite_adj", math.nan), power=math.nan, seeds_needed=math.nan,
+        bootstrap_seed=math.nan, bootstrap_resamples=math.nan)

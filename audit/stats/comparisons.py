@@ -35,7 +35,7 @@ import pandas as pd
 from audit.config import check_section
 from audit.errors import AuditError
 from audit.stats import aso, multiboot, power, tests
-from audit.stats.io import Settings, arm, require_metric
+from audit.stats.io import Settings, absent_later, arm, require_metric
 from audit.stats.multiplicity import METHOD, adjust
 from audit.stats.resample import bootstrap_two_sample, percentile_ci
 
@@ -54,7 +54,7 @@ COLUMNS = [
 # multi-bootstrap over seeds and test sentences (``multiboot.attach``)
 TABLE_COLUMNS = COLUMNS + multiboot.COLUMNS
 _LOWER = ("_ppl", "wall_seconds")
-_HIGHER = ("press_rank", "erank_", "entropy_rank", "wordsim_", "tokens_per_second")
+_HIGHER = ("press_rank", "erank_", "entropy_rank", "wordsim_", "tokens_per_second", "logit_grad_share")
 
 
 def default_lower_is_better(metric: str, where: str) -> bool:
@@ -277,12 +277,17 @@ def expand_family(spec: dict, heads, corpora, where: str) -> list[dict]:
 
 def family_rows(runs: pd.DataFrame, spec: dict, settings: Settings, source: str) -> list[dict]:
     """The rows (uncorrected) of one ``comparisons:`` entry, checked by ``check_section``."""
+    absent = {m: absent_later(runs, m) for m in spec["metrics"]}
     for metric in spec["metrics"]:
-        require_metric(runs, metric, source, f"comparisons family {spec['family']!r}")
+        if not absent[metric]:
+            require_metric(runs, metric, source, f"comparisons family {spec['family']!r}")
     cells = expand_family(spec, runs["head"], sorted(runs["corpus"].unique()),
                           f"{source}: comparisons family {spec['family']!r}")
-    return [make_row(runs, c["family"], c["corpus"], c["metric"], c["head_a"], c["head_b"],
+    # a column measured since issue 24 and absent from these (older) runs: rows that say so
+    blank = runs.assign(**{m: np.nan for m, why in absent.items() if why})
+    rows = [make_row(blank, c["family"], c["corpus"], c["metric"], c["head_a"], c["head_b"],
                      c["lower_is_better"], c["margin"], settings) for c in cells]
+    return [dict(r, not_run=absent[r["metric"]] or r["not_run"]) for r in rows]
 
 
 def comparisons_table(runs: pd.DataFrame, config: dict, settings: Settings,

@@ -90,10 +90,13 @@ def guard_comparisons(table: pd.DataFrame, runs: pd.DataFrame, baselines: pd.Dat
 
 
 def claim_heads(claim: dict, runs: pd.DataFrame, corpus: str, correlations: list[dict]) -> list[str]:
-    """The arms a claim's verdict is drawn from: a comparison's two heads; a correlation's heads
+    """The arms a claim's verdict is drawn from: a comparison's two heads; a one-sample claim's
+    head; a correlation's heads
     (its names and patterns matched against the corpus's heads; none given, every head)."""
     if "comparison" in claim:
         return [str(claim["comparison"]["head_a"]), str(claim["comparison"]["head_b"])]
+    if "one_sample" in claim:
+        return [str(claim["one_sample"]["head"])]
     spec = next((c for c in correlations if c["name"] == claim["correlation"]["name"]), None)
     heads = sorted(set(runs.loc[runs["corpus"] == corpus, "head"].astype(str)))
     if spec is None or not spec.get("heads"):

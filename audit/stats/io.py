@@ -103,7 +103,8 @@ def load_runs(path: str | os.PathLike) -> pd.DataFrame:
 
 
 def numeric_column(values: pd.Series, name: str, col: str) -> pd.Series:
-    """A CSV column as float: empty cells (NaN or '') become NaN, anything else must parse.
+    """A CSV column as float: empty cells (NaN or '') become NaN, True/False become 1/0 (a
+    boolean column such as ``hidden_gap_ok``), anything else must parse.
 
     The one parser of every numeric column the statistics read (runs, word pairs, summaries).
 
@@ -112,12 +113,28 @@ def numeric_column(values: pd.Series, name: str, col: str) -> pd.Series:
     """
     text = values.astype(object)
     blank = text.isna() | (text.astype(str).str.strip() == "")
+    # a boolean column (e.g. hidden_gap_ok) reaches the CSV as True/False: read as 1/0
+    flags = text.astype(str).str.strip().str.lower().map({"true": 1.0, "false": 0.0})
+    text = text.where(flags.isna(), flags)
     parsed = pd.to_numeric(text.where(~blank, np.nan), errors="coerce")
     bad = parsed.isna() & ~blank
     if bad.any():
         row = int(np.flatnonzero(bad.to_numpy())[0])
         raise AuditError(f"{name}: column {col!r} has non-numeric value {text.iloc[row]!r} (row {row + 2})")
     return parsed.astype(float)
+
+
+# runs-table columns measured since issue 24 (the debate since 2021): a runs table made before
+# has none of them, and a comparison or claim on one says "not run" there instead of failing
+MEASURED_LATER = ("unargmaxable", "argmax_unresolved", "logit_grad_share", "hidden_gap_dim", "hidden_gap_ok")
+
+
+def absent_later(runs: pd.DataFrame, metric: str) -> str:
+    """The "not run" reason when ``metric`` is one of ``MEASURED_LATER`` and the runs table lacks
+    it; '' otherwise (present, or a name the audit never writes: ``require_metric`` fails on that)."""
+    if metric in MEASURED_LATER and metric not in runs.columns:
+        return f"not run: the runs table has no column {metric!r} (runs made before it was measured)"
+    return ""
 
 
 def require_metric(runs: pd.DataFrame, metric: str, source: str, where: str) -> None:

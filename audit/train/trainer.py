@@ -2,7 +2,9 @@
 
 Per epoch: variable-length BPTT with the learning rate scaled by the sequence length, AR and
 TAR penalties, gradient clipping, then validation with the averaged weights once averaging has
-started (NT-ASGD: non-monotone trigger; ET-ASGD: a fixed epoch). The best-validation weights
+started (NT-ASGD: non-monotone trigger; ET-ASGD: a fixed epoch), which also records the mean
+cosine similarity of the head's inputs and the singular values of the output weight in the
+epoch's log row (``validation_pass``; one host read per pass). The best-validation weights
 are kept. Every epoch ends with an atomic checkpoint holding everything the next epoch depends
 on (weights, optimiser, average, RNG states, data position), so a killed job restarted with the
 same settings resumes and ends with exactly the metrics of an uninterrupted run on the CPU. A
@@ -84,23 +86,59 @@ def sequence_lengths(rng: np.random.Generator, bptt: int, variable: bool, delta:
 
 
 @torch.no_grad()
+def validation_pass(model: torch.nn.Module, data: torch.Tensor, bptt: int,
+                    output_weight: torch.Tensor | None = None) -> dict:
+    """One pass over a batchified split (N, B): the loss, the anisotropy of the head's inputs and,
+    given ``output_weight`` (V x d), its singular values, all read from the device at once.
+
+    Anisotropy (Godey, de la Clergerie & Sagot 2024) is the mean cosine similarity over all pairs
+    i != j of the head's inputs h_i (the last layer's output, shape (d',)) at every predicted
+    position of the split. With u_i = h_i / ||h_i|| and s = sum_i u_i, sum over i != j of
+    u_i . u_j = ||s||^2 - n, so the mean is (||s||^2 - n) / (n (n - 1)): exact, O(n d) instead of
+    O(n^2 d), and only s (float64) stays on the device. The singular values are the square roots
+    of the eigenvalues of the float64 Gram matrix W^T W (d x d), so only d x d numbers travel
+    (not V x d) and the SVD is done by the host; values below about 1e-8 of the largest are not
+    resolved by the squaring, far below anything a saturation figure shows.
+
+    Returns:
+        dict with ``valid_loss`` (mean NLL per predicted token), ``input_cosine`` (NaN with fewer
+        than 2 positions) and, with ``output_weight``, ``output_singular_values``: list of d
+        floats, descending.
+    """
+    model.eval()
+    hidden = model.init_hidden(data.size(1))
+    total = torch.zeros((), dtype=torch.float64, device=data.device)
+    unit_sum = None
+    count = 0
+    for i in range(0, data.size(0) - 1, bptt):
+        seq_len = min(bptt, data.size(0) - 1 - i)
+        words, targets = data[i:i + seq_len], data[i + 1:i + 1 + seq_len]
+        log_probs, hidden, dropped, _ = model(words, hidden)
+        total += F.nll_loss(log_probs.reshape(-1, log_probs.size(-1)), targets.reshape(-1), reduction="sum").double()
+        units = F.normalize(dropped.reshape(-1, dropped.size(-1)).double(), dim=-1).sum(0)
+        unit_sum = units if unit_sum is None else unit_sum + units
+        count += targets.numel()
+    parts = [total.view(1), unit_sum.pow(2).sum().view(1)]
+    if output_weight is not None:
+        w = output_weight.detach().double()
+        parts.append((w.T @ w).flatten())
+    values = torch.cat(parts).tolist()   # the one host read of the pass
+    out = {"valid_loss": values[0] / count,
+           "input_cosine": (values[1] - count) / (count * (count - 1)) if count > 1 else math.nan}
+    if output_weight is not None:
+        d = output_weight.size(1)
+        eig = np.linalg.eigvalsh(np.asarray(values[2:], dtype=np.float64).reshape(d, d))[::-1]
+        out["output_singular_values"] = np.sqrt(np.clip(eig, 0.0, None)).tolist()
+    return out
+
+
 def evaluate_loss(model: torch.nn.Module, data: torch.Tensor, bptt: int) -> float:
     """Mean negative log-likelihood per predicted token of a batchified split (N, B).
 
     The sum stays on the device (float64, the same additions in the same order as a Python
     float) and is read once: one host sync per pass, not one per chunk.
     """
-    model.eval()
-    hidden = model.init_hidden(data.size(1))
-    total = torch.zeros((), dtype=torch.float64, device=data.device)
-    count = 0
-    for i in range(0, data.size(0) - 1, bptt):
-        seq_len = min(bptt, data.size(0) - 1 - i)
-        words, targets = data[i:i + seq_len], data[i + 1:i + 1 + seq_len]
-        log_probs, hidden, _, _ = model(words, hidden)
-        total += F.nll_loss(log_probs.reshape(-1, log_probs.size(-1)), targets.reshape(-1), reduction="sum").double()
-        count += targets.numel()
-    return total.item() / count
+    return validation_pass(model, data, bptt)["valid_loss"]
 
 
 class Trainer:
@@ -271,11 +309,17 @@ class Trainer:
     def run_epoch(self) -> dict:
         row = self.train_epoch()
         self.epoch += 1
-        valid_loss = evaluate_loss(self.eval_model(), self.valid_data, self.t["bptt"])
+        evaluated = self.eval_model()
+        valid = validation_pass(evaluated, self.valid_data, self.t["bptt"], evaluated.head.embedding.weight)
+        valid_loss = valid["valid_loss"]
         if not math.isfinite(valid_loss):
             raise Divergence(f"non-finite validation loss at epoch {self.epoch}")
         row.update(epoch=self.epoch, valid_loss=valid_loss, averaging=self.average is not None,
-                   train_ppl=perplexity(row["train_loss"]), valid_ppl=perplexity(valid_loss))
+                   train_ppl=perplexity(row["train_loss"]), valid_ppl=perplexity(valid_loss),
+                   # saturation and anisotropy over training (Godey et al. 2024; audit.report.saturation):
+                   # 6 significant digits keep a 1000-epoch log of d values in a few MB of JSON
+                   valid_input_cosine=valid["input_cosine"],
+                   output_singular_values=[float(f"{v:.6g}") for v in valid["output_singular_values"]])
         if valid_loss < self.best["valid_loss"]:
             state = {k: v.detach().cpu().clone() for k, v in self.eval_model().state_dict().items()}
             self.best = {"valid_loss": valid_loss, "epoch": self.epoch, "state": state}

@@ -148,3 +148,19 @@ def test_deterministic_flags_are_set_before_the_device_is_taken(ptb_corpus, monk
         assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":16:8"
         trainer_module.Trainer(settings_for("softmax"), str(ptb_corpus), log=lambda m: None)
         assert not torch.are_deterministic_algorithms_enabled() and not torch.backends.cudnn.deterministic
+
+
+@pytest.mark.parametrize("head", ["softmax", "mos"])
+def test_validation_pass_with_anisotropy_and_spectrum_reads_the_host_once(head, ptb_corpus):
+    # issue 24: the epoch's anisotropy and output spectrum share the pass's one read (an SVD on
+    # the device would check its info on the host: the Gram matrix travels instead)
+    settings = settings_for(head)
+    with simulated_cuda() as sim:
+        trainer = trainer_module.Trainer(settings, os.fspath(ptb_corpus), log=lambda m: None)
+        model = trainer.eval_model()
+        sim.take()
+        out = trainer_module.validation_pass(model, trainer.valid_data, settings["train"]["bptt"],
+                                             model.head.embedding.weight)
+        record = sim.take()
+    assert record.n_syncs <= 1 and not record.mixed, dict(record.syncs)
+    assert math.isfinite(out["input_cosine"]) and len(out["output_singular_values"]) == model.head.embedding.weight.shape[1]

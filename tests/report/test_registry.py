@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 LM_TABLES = ["cross_scale", "baselines", "comparisons", "correlations", "wordsim_wins", "wordsim_diffs", "claims",
              "results", "ranks", "wordsim_rho", "wordsim_coverage", "warnings", "topk"]
-LM_FIGURES = ["rank_decay", "learning_curves", "rank_vs_ppl", "strip"]
+LM_FIGURES = ["rank_decay", "learning_curves", "saturation", "rank_vs_ppl", "strip"]
 
 
 def names(entries):
@@ -112,7 +112,7 @@ def test_rule_arguments_name_inputs_run_dirs_and_options():
 
 
 def test_unknown_entry_names_the_known_ones():
-    with pytest.raises(AuditError, match="unknown report figure 'nope'; known: rank_decay, learning_curves, rank_vs_ppl"):
+    with pytest.raises(AuditError, match="unknown report figure 'nope'; known: rank_decay, learning_curves, saturation, rank_vs_ppl"):
         registry.entry("figure", "nope")
 
 

@@ -126,7 +126,7 @@ def test_claim_validation():
     # errors worded by configs/schema.yaml: one line naming the source and the key
     with pytest.raises(AuditError, match=r"^config: config key claims\[0\]\.expect: 'better' is not one of \['lower'"):
         run_claims(runs, {"claims": [claim("c", "plif", "softmax", "better")]})
-    with pytest.raises(AuditError, match=r"^config: config key claims\[1\]: give exactly one of 'comparison' or 'correlation'$"):
+    with pytest.raises(AuditError, match=r"^config: config key claims\[1\]: give exactly one of 'comparison', 'correlation' or 'one_sample'$"):
         run_claims(runs, {"claims": [claim("ok", "plif", "softmax", "lower"), {"id": "c", "source": "s", "expect": "lower"}]})
     with pytest.raises(AuditError, match=r"^config: config key claims\[0\]: 'source' is a required property$"):
         run_claims(runs, {"claims": [{"id": "c", "comparison": {}}]})
@@ -134,6 +134,11 @@ def test_claim_validation():
         run_claims(runs, {"claims": [{"id": "c", "source": "s", "expect": "lower", "correlation": {"name": "r"}}]})
     with pytest.raises(AuditError, match=r"^config: config key claims\[1\]\.id: duplicate claim id 'c'$"):
         run_claims(runs, {"claims": [claim("c", "plif", "softmax", "lower")] * 2})
+    # one-sample claims: below | above, and a binomial bound is a rate in (0, 1)
+    with pytest.raises(AuditError, match=r"^config: config key claims\[0\]\.expect: 'lower' is not one of \['below', 'above'\]"):
+        run_claims(runs, {"claims": [one_claim("c", "test_ppl", 50, "lower")]})
+    with pytest.raises(AuditError, match=r"^config: config key claims\[0\]\.one_sample\.bound: 2 is greater than or equal to"):
+        run_claims(runs, {"claims": [one_claim("c", "test_ppl", 2, "below", "binomial")]})
 
 
 @pytest.mark.parametrize("ci, verdict", [
@@ -180,3 +185,95 @@ def test_a_multibootstrap_claim_on_summary_rows_is_inconclusive_not_a_crash():
     out = multiboot_evidence(row, Settings())
     assert out["verdict"] == "inconclusive" and math.isnan(out["p_adj"])
     assert out["reason"].startswith("multibootstrap not computed")
+
+
+# -- one-sample claims (audit.stats.one_sample) -------------------------------------------------
+
+def one_claim(cid, metric, bound, expect, test="t", head="softmax", **extra):
+    return {"id": cid, "source": "test", "expect": expect,
+            "one_sample": {"head": head, "metric": metric, "bound": bound, "test": test, **extra}}
+
+
+def share_runs(shares, counts=None, head="softmax"):
+    counts = [0] * len(shares) if counts is None else counts
+    return pd.DataFrame([dict(corpus="ptb", head=head, seed=str(s), status="ok", test_ppl=57.0 + 0.1 * s,
+                              logit_grad_share=v, unargmaxable=c) for s, (v, c) in enumerate(zip(shares, counts))])
+
+
+@pytest.mark.parametrize("mean, expect, verdict", [
+    (0.03, "below", "supported"), (0.07, "below", "contradicted"), (0.0502, "below", "inconclusive"),
+    (0.07, "above", "supported"), (0.03, "above", "contradicted")])
+def test_one_sample_t_verdicts(mean, expect, verdict):
+    runs = share_runs(exact_sample(mean, 0.005, 10))
+    row = run_claims(runs, {"claims": [one_claim("c", "logit_grad_share", 0.05, expect)]}).iloc[0]
+    assert row.kind == "one_sample" and row.verdict == verdict, row.reason
+    assert row.estimate == pytest.approx(mean - 0.05) and row.n_a == 10
+    assert row.ci_level == pytest.approx(0.90) and row.ci_low < row.estimate < row.ci_high
+    assert row.p_adj == pytest.approx(row.p)   # alone in its family: m = 1
+
+
+def test_one_sample_binomial_all_zero_counts_supported_and_t_undefined():
+    runs = share_runs([0.03] * 10, counts=[0] * 10)
+    t = run_claims(runs, {"claims": [one_claim("bin", "unargmaxable", 0.5, "below", "binomial"),
+                                     one_claim("t", "unargmaxable", 0.5, "below", "t")]}).set_index("claim_id")
+    assert t.loc["bin", "verdict"] == "supported" and t.loc["bin", "p"] == pytest.approx(0.5 ** 10)
+    # the undefined t leaves the family: the binomial's p is adjusted over m = 1
+    assert t.loc["bin", "p_adj"] == pytest.approx(0.5 ** 10)
+    assert t.loc["t", "verdict"] == "inconclusive" and t.loc["t", "reason"].startswith("undefined")
+    assert math.isnan(t.loc["t", "p_adj"])
+
+
+def test_one_sample_and_claim_only_comparisons_share_one_holm_family():
+    runs = share_runs(exact_sample(0.03, 0.005, 10))
+    runs = pd.concat([runs, share_runs(exact_sample(0.06, 0.005, 10), head="mos")])
+    config = {"claims": [one_claim("one", "logit_grad_share", 0.05, "below"),
+                         {"id": "two", "source": "test", "expect": "higher", "lower_is_better": False,
+                          "comparison": {"head_a": "mos", "head_b": "softmax", "metric": "logit_grad_share"}}]}
+    t = claims_table(runs, config, FAST, None, None).set_index("claim_id")
+    p = np.array([t.loc["one", "p"], t.loc["two", "p"]])
+    # Holm by hand: the smaller p times 2, the larger max(that, larger p times 1)
+    order = np.argsort(p)
+    holm = np.empty(2)
+    holm[order[0]] = min(1, 2 * p[order[0]])
+    holm[order[1]] = min(1, max(holm[order[0]], p[order[1]]))
+    assert [t.loc["one", "p_adj"], t.loc["two", "p_adj"]] == pytest.approx(list(holm))
+    assert t.loc["one", "verdict"] == "supported" and t.loc["two", "verdict"] == "supported"
+    assert "m = 2 defined tests (Welch and one-sample) of 2 rows" in t.loc["two", "p_name"]
+
+
+def test_one_sample_inconclusive_without_enough_runs_or_column():
+    few = share_runs([0.01, 0.02, 0.015])
+    cfg = {"claims": [one_claim("c", "logit_grad_share", 0.05, "below")]}
+    row = run_claims(few, cfg).iloc[0]
+    assert row.verdict == "inconclusive" and row.reason.startswith("too few seeds: n=3 < min_seeds=5")
+    # older runs without the column: not run, never an error, never a verdict
+    old = few.drop(columns=["logit_grad_share", "unargmaxable"])
+    row = claims_table(old, cfg, FAST, None, None).iloc[0]
+    assert row.verdict == "inconclusive" and "no column 'logit_grad_share' (runs made before" in row.reason
+    # mixtures have no count (null): their arm has no values, so no verdict
+    nulls = share_runs([0.01] * 6, counts=[np.nan] * 6, head="mos")
+    row = claims_table(nulls, {"claims": [one_claim("m", "unargmaxable", 0.5, "below", "binomial", head="mos")]},
+                       FAST, None, None).iloc[0]
+    assert row.verdict == "inconclusive" and "6 ok runs without a unargmaxable value" in row.reason
+
+
+def test_one_sample_claim_on_an_arm_below_unigram_is_not_informative():
+    from audit.stats.guard import VERDICT, guard_claims
+    runs = share_runs(exact_sample(0.03, 0.005, 10))
+    cfg = {"claims": [one_claim("c", "logit_grad_share", 0.05, "below")]}
+    t = claims_table(runs, cfg, FAST, None, None)
+    base = pd.DataFrame([dict(corpus="ptb", vocab_size=np.nan, unigram_ppl=50.0)])
+    guarded = guard_claims(t, runs, base, cfg).iloc[0]
+    assert guarded.verdict == VERDICT and "the test alone: supported" in guarded.reason
+
+
+def test_claims_file_one_sample_claims_validate_and_published_record_lists_them():
+    from audit.stats.published.evidence import published_tables
+    config = load_config(ROOT / "configs" / "published.yaml")
+    kinds = {c["id"]: next(k for k in ("comparison", "correlation", "one_sample") if k in c) for c in config["claims"]}
+    assert kinds["softmax-rarely-unargmaxable"] == kinds["softmax-passes-small-gradient-share"] == "one_sample"
+    tables = published_tables(config, FAST)
+    assert not {"softmax-rarely-unargmaxable", "softmax-passes-small-gradient-share"} & set(tables["published_claims"]["claim_id"])
+    listed = tables["published_untestable"].set_index("claim_id")
+    assert "13" in listed.loc["softmax-rarely-unargmaxable", "numbers"]
+    assert "95" in listed.loc["softmax-passes-small-gradient-share", "numbers"]

@@ -30,6 +30,17 @@ def test_optional_corpus_and_status(tmp_path):
     assert set(runs["corpus"]) == {"all"} and set(runs["status"]) == {"ok"}
 
 
+
+def test_a_boolean_column_reads_as_one_and_zero(tmp_path):
+    # issue 24: hidden_gap_ok is a bool in the runs table; pandas writes it as True/False
+    p = tmp_path / "r.csv"
+    pd.DataFrame({"head": ["softmax"] * 3, "seed": [1, 2, 3], "hidden_gap_ok": [True, False, None],
+                  "unargmaxable": [0, 2, None]}).to_csv(p, index=False)
+    runs = load_runs(p)
+    assert runs["hidden_gap_ok"].tolist()[:2] == [1.0, 0.0] and np.isnan(runs["hidden_gap_ok"].iloc[2])
+    assert runs["unargmaxable"].tolist()[:2] == [0.0, 2.0]
+
+
 @pytest.mark.parametrize("frame, message", [
     ({"seed": [1], "test_ppl": [1.0]}, "missing required column 'head'"),
     ({"head": ["a"], "seed": [1], "status": ["done"]}, "column 'status' has value 'done'"),

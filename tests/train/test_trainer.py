@@ -108,3 +108,62 @@ def test_a_crash_of_train_ends_its_log_with_one_error_line(tmp_path):
     assert proc.returncode == 1
     assert "Traceback" in proc.stderr  # the traceback stays in the log for whoever debugs it
     assert proc.stderr.splitlines()[-1] == "error: train crashed: KeyError: 'train'"
+
+
+def _direct_numbers(model, data, bptt):
+    """The head's inputs at every predicted position, collected chunk by chunk (no shortcut),
+    and the output weight: the numbers validation_pass must reproduce by numpy directly."""
+    model.eval()
+    hidden, inputs = model.init_hidden(data.size(1)), []
+    with torch.no_grad():
+        for i in range(0, data.size(0) - 1, bptt):
+            seq_len = min(bptt, data.size(0) - 1 - i)
+            _, hidden, dropped, _ = model(data[i:i + seq_len], hidden)
+            inputs.append(dropped.reshape(-1, dropped.size(-1)).double().numpy())
+    h = np.concatenate(inputs)
+    u = h / np.linalg.norm(h, axis=1, keepdims=True)
+    cos = u @ u.T
+    n = len(u)
+    return (cos.sum() - np.trace(cos)) / (n * (n - 1)), np.linalg.svd(
+        model.head.embedding.weight.detach().double().numpy(), compute_uv=False)
+
+
+@pytest.mark.parametrize("head", ["softmax", "mos"])
+def test_epoch_log_records_input_anisotropy_and_output_spectrum(head, ptb_corpus):
+    from audit.train.trainer import Trainer, evaluate_loss, validation_pass
+
+    trainer = Trainer(tiny_settings(head=head, epochs=2, asgd="et", switch_epoch=1), str(ptb_corpus), log=lambda m: None)
+    rows = [trainer.run_epoch(), trainer.run_epoch()]   # the second evaluates the averaged weights
+    model = trainer.eval_model()
+    cosine, singular = _direct_numbers(model, trainer.valid_data, trainer.t["bptt"])
+    row = rows[-1]
+    assert row["valid_input_cosine"] == pytest.approx(cosine, rel=1e-9)
+    assert -1 < cosine < 1 and cosine != 0
+    d = model.head.embedding.weight.shape[1]
+    assert len(row["output_singular_values"]) == d
+    # 6 significant digits in the log; the pass itself agrees with numpy's SVD to 1e-9
+    assert row["output_singular_values"] == pytest.approx(singular, rel=1e-5)
+    full = validation_pass(model, trainer.valid_data, trainer.t["bptt"], model.head.embedding.weight)
+    assert full["output_singular_values"] == pytest.approx(singular, rel=1e-9)
+    assert full["valid_loss"] == evaluate_loss(model, trainer.valid_data, trainer.t["bptt"]) == row["valid_loss"]
+    # the first epoch's spectrum is that of the weights it evaluated (SGD, not yet averaged)
+    assert rows[0]["output_singular_values"] != row["output_singular_values"]
+
+
+def test_anisotropy_of_parallel_and_opposite_inputs():
+    # u, u, -u: pairs (+1, -1, -1) -> mean -1/3, whatever the lengths; through a stub model
+    from audit.train.trainer import validation_pass
+
+    class Stub(torch.nn.Module):
+        def init_hidden(self, batch):
+            return None
+
+        def forward(self, words, hidden):
+            h = torch.tensor([[1.0, 2.0], [2.0, 4.0], [-3.0, -6.0]]).view(1, 3, 2)[:, : words.size(1)]
+            return torch.zeros(1, words.size(1), 4).log_softmax(-1), hidden, h, h
+
+    out = validation_pass(Stub(), torch.zeros(2, 3, dtype=torch.long), bptt=1,
+                          output_weight=torch.tensor([[3.0, 0.0], [0.0, 4.0], [0.0, 0.0]]))
+    assert out["input_cosine"] == pytest.approx(-1 / 3)
+    assert out["output_singular_values"] == pytest.approx([4.0, 3.0])
+    assert out["valid_loss"] == pytest.approx(np.log(4))
