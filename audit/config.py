@@ -220,8 +220,8 @@ def expand_grids(entries: list[dict], source: str = "config") -> list[dict]:
         if not grid:
             out.append(entry)
             continue
-        head = entry.get("head", entry["name"])
-        known = HEAD_OPTIONS.get(head)
+        head = entry_head(entry)
+        known = HEAD_OPTIONS.get(head)  # an outside head's options are checked on each arm
         for key in grid:
             if known is not None and key not in known:
                 raise AuditError(f"{source}: config key heads[{i}].grid.{key}: not an option of head {head!r}; "
@@ -238,23 +238,50 @@ def expand_grids(entries: list[dict], source: str = "config") -> list[dict]:
     return out
 
 
+def entry_head(entry: dict) -> str:
+    """The head of a head entry: its ``import`` path, else its ``head``, else its name."""
+    return entry.get("import") or entry.get("head") or entry["name"]
+
+
+def _check_outside_head(entry: dict, i: int, source: str) -> None:
+    """Load an entry's head from its import path and check the class and the options against
+    the head protocol (audit.model.importpath), so a bad one fails before any job runs."""
+    from audit.model.importpath import check_head_class, check_head_options, load_class
+
+    key = f"{source}: config key heads[{i}].{'import' if 'import' in entry else 'head'}"
+    cls = load_class(entry["head"], key)
+    check_head_class(cls, key)
+    check_head_options(cls, entry["options"], f"{source}: config key heads[{i}].options")
+
+
 def _check_semantics(config: dict, schema: dict, source: str) -> None:
     """What a schema cannot say: known head names, unique labels, valid overrides."""
+    from audit.model.importpath import is_import_path
     from audit.model.options import HEAD_OPTIONS
 
     names = [entry["name"] for entry in config["heads"]]
     for i, entry in enumerate(config["heads"]):
-        entry.setdefault("head", entry["name"])
+        if "import" in entry and entry.get("head", entry["import"]) != entry["import"]:
+            raise AuditError(f"{source}: config key heads[{i}].import: give a head by registry name (head) "
+                             f"or by import path (import), not both")
+        entry["head"] = entry_head(entry)
         if names.count(entry["name"]) > 1:
             raise AuditError(f"{source}: config key heads[{i}].name: duplicate head name {entry['name']!r}")
-        if entry["head"] not in HEAD_OPTIONS:
+        if is_import_path(entry["head"]):
+            _check_outside_head(entry, i, source)
+        elif "import" in entry:
+            raise AuditError(f"{source}: config key heads[{i}].import: import path {entry['import']!r} "
+                             f"must look like 'package.module:Class'")
+        elif entry["head"] not in HEAD_OPTIONS:
             raise AuditError(f"{source}: config key heads[{i}].head: unknown head {entry['head']!r}; "
-                             f"known heads: {', '.join(sorted(HEAD_OPTIONS))}")
-        unknown = sorted(set(entry["options"]) - set(HEAD_OPTIONS[entry["head"]]))
-        if unknown:
-            known = ", ".join(sorted(HEAD_OPTIONS[entry["head"]])) or "none"
-            raise AuditError(f"{source}: config key heads[{i}].options.{unknown[0]}: unknown option of head "
-                             f"{entry['head']!r}; known options: {known}")
+                             f"known heads: {', '.join(sorted(HEAD_OPTIONS))} (or an import path "
+                             f"'package.module:Class')")
+        else:
+            unknown = sorted(set(entry["options"]) - set(HEAD_OPTIONS[entry["head"]]))
+            if unknown:
+                known = ", ".join(sorted(HEAD_OPTIONS[entry["head"]])) or "none"
+                raise AuditError(f"{source}: config key heads[{i}].options.{unknown[0]}: unknown option of head "
+                                 f"{entry['head']!r}; known options: {known}")
         for section in ("model", "train"):
             allowed = schema["properties"][section]["properties"]
             for key in entry.get(section, {}):

@@ -40,7 +40,7 @@ class ModelConfig:
     wdrop: float = _MODEL["wdrop"]               # DropConnect on hidden-to-hidden weights
     emb_noise: float = _MODEL["emb_noise"]       # sigma of Gaussian noise on the dropped input embeddings (LK --noisy_emb)
     decoder_bias: bool = _MODEL["decoder_bias"]  # the bias adds one to the softmax log-P rank (d + 2)
-    head: str = "softmax"        # registry name in audit.heads.HEADS (a head entry's, not a model setting)
+    head: str = "softmax"        # registry name in audit.model.heads.HEADS or "pkg.mod:Class" (a head entry's, not a model setting)
     head_options: dict = field(default_factory=dict)  # head-specific options
 
     @property
@@ -98,7 +98,8 @@ class LanguageModel(nn.Module):
         sizes = [cfg.emb_size] + [cfg.hidden_size] * (cfg.n_layers - 1) + [cfg.d_out]
         self.rnns = nn.ModuleList(WeightDropLSTM(a, b, cfg.wdrop) for a, b in zip(sizes[:-1], sizes[1:]))
         self.head = build_head(cfg.head, HeadSpec(d_in=cfg.d_out, embedding=self.encoder,
-                                                  options=cfg.head_options, decoder_bias=cfg.decoder_bias))
+                                                  options=cfg.head_options, decoder_bias=cfg.decoder_bias,
+                                                  model=cfg))
         nn.init.uniform_(self.encoder.weight, -0.1, 0.1)  # the reference decoder's init, tied
 
     def init_hidden(self, batch_size: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
