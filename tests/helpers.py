@@ -40,3 +40,25 @@ def r_two_sample(case: str) -> tuple:
     row = table.loc[case]
     a, b = (np.array([float(v) for v in row[k].split(";")]) for k in ("a", "b"))
     return a, b, row
+
+
+def doc_example(page: str) -> str:
+    """The code block under "## A complete example" of docs/<page> (docs/heads.md, docs/bodies.md)."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / page).read_text()
+    section = text.split("## A complete example", 1)[1]
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+
+
+def write_package(root, package: str, modules: dict[str, str]):
+    """A package ``package`` under ``root`` holding ``modules`` {name: source}; returns root."""
+    from pathlib import Path
+
+    folder = Path(root) / package
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "__init__.py").write_text("")
+    for name, source in modules.items():
+        (folder / f"{name}.py").write_text(source)
+    return Path(root)

@@ -15,7 +15,7 @@ def _model(**overrides):
 
 def _first_layer_input(model, words):
     seen = []
-    handle = model.rnns[0].register_forward_hook(lambda module, args, out: seen.append(args[0].detach()))
+    handle = model.body.rnns[0].register_forward_hook(lambda module, args, out: seen.append(args[0].detach()))
     model(words, model.init_hidden(words.size(1)))
     handle.remove()
     return seen[0]
@@ -40,4 +40,4 @@ def test_dropconnect_leaves_the_module_parameters_in_place():
     model(words, model.init_hidden(2))[0].sum().backward()
     for name, p in model.named_parameters():
         assert torch.equal(p.detach(), before[name]), name
-    assert model.rnns[0].lstm.weight_hh_l0.grad is not None   # gradients reach the undropped weights
+    assert model.body.rnns[0].lstm.weight_hh_l0.grad is not None   # gradients reach the undropped weights
