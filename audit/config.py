@@ -254,6 +254,35 @@ def _check_outside_head(entry: dict, i: int, source: str) -> None:
     check_head_options(cls, entry["options"], f"{source}: config key heads[{i}].options")
 
 
+def _check_body_and_training(config: dict, entry: dict, i: int, source: str) -> None:
+    """One arm's body (a built-in name, or an import path whose class meets the body protocol)
+    and the training settings it needs: AdamW without averaging, a Transformer's chunks no longer
+    than its context."""
+    from audit.model.importpath import check_body_class, is_import_path, load_class
+    from audit.model.options import BODY_NAMES
+
+    model = {**config["model"], **entry.get("model", {})}
+    train = {**config["train"], **entry.get("train", {})}
+    where = lambda section, key: (f"{source}: config key heads[{i}].{section}.{key}"  # noqa: E731
+                                  if key in entry.get(section, {}) else f"{source}: config key {section}.{key}")
+    body = model.get("body", "awd_lstm")
+    if is_import_path(body):
+        check_body_class(load_class(body, where("model", "body")), where("model", "body"))
+    elif body not in BODY_NAMES:
+        raise AuditError(f"{where('model', 'body')}: unknown body {body!r}; known bodies: {', '.join(BODY_NAMES)} "
+                         f"(or an import path 'package.module:Class')")
+    if train.get("optimizer", "sgd") == "adamw" and train["asgd"] != "none":
+        raise AuditError(f"{where('train', 'asgd')}: must be none with optimizer adamw (averaging is NT-ASGD's, "
+                         f"for SGD), got {train['asgd']!r}")
+    if body == "transformer":
+        longest = train["bptt"] + (train["max_seq_len_delta"] if train["variable_bptt"] else 0)
+        context = model.get("context_size", 128)
+        if longest > context:
+            raise AuditError(f"{where('train', 'bptt')}: chunks of up to {longest} tokens exceed the transformer's "
+                             f"model.context_size={context} (set train.variable_bptt false, a shorter bptt or "
+                             f"a longer context)")
+
+
 def _check_semantics(config: dict, schema: dict, source: str) -> None:
     """What a schema cannot say: known head names, unique labels, valid overrides."""
     from audit.model.importpath import is_import_path
@@ -297,6 +326,7 @@ def _check_semantics(config: dict, schema: dict, source: str) -> None:
                 if key in STUDY_WIDE_TRAIN_KEYS and section == "train":
                     raise AuditError(f"{source}: config key heads[{i}].train.{key}: a study-wide setting; "
                                      f"set it in the top-level train section")
+        _check_body_and_training(config, entry, i, source)
         target = entry["options"].get("match")
         if entry["head"] == "softmax_matched" and target not in names:
             raise AuditError(f"{source}: config key heads[{i}].options.match: must name another head, got {target!r}")

@@ -46,9 +46,9 @@ def load_class(path: str, key: str) -> type:
     return obj
 
 
-def check_module_class(cls: type, key: str, what: str, required: tuple[str, ...]) -> None:
+def check_module_class(cls: type, key: str, what: str, required: tuple[str, ...], arguments: int = 1) -> None:
     """Refuse a class that is no ``torch.nn.Module`` with the ``required`` methods implemented,
-    or whose constructor cannot take one argument (the spec or config)."""
+    or whose constructor cannot take ``arguments`` positional arguments."""
     path = f"{cls.__module__}:{cls.__qualname__}"
     if not all(callable(getattr(cls, m, None)) for m in ("parameters", "state_dict", "train")):
         raise AuditError(f"{key}: {what} {path} does not meet the {what} protocol: not a torch.nn.Module")
@@ -58,10 +58,11 @@ def check_module_class(cls: type, key: str, what: str, required: tuple[str, ...]
         if not callable(found) or getattr(found, "__name__", "") == "_forward_unimplemented":
             raise AuditError(f"{key}: {what} {path} does not meet the {what} protocol: no {method}() method")
     try:
-        inspect.signature(cls).bind(object())
+        inspect.signature(cls).bind(*[object()] * arguments)
     except (TypeError, ValueError):
+        count = {1: "one argument", 2: "two arguments (cfg, embedding)"}[arguments]
         raise AuditError(f"{key}: {what} {path} does not meet the {what} protocol: its constructor must "
-                         f"take one argument") from None
+                         f"take {count}") from None
 
 
 def check_head_class(cls: type, key: str) -> None:
@@ -102,3 +103,10 @@ def check_head_options(cls: type, options: dict, key: str) -> dict:
         except (ValueError, TypeError, AuditError) as err:
             raise AuditError(f"{key}: rejected by head {cls.__qualname__}: {err}") from None
     return merged
+
+
+def check_body_class(cls: type, key: str) -> None:
+    """Refuse a class that does not meet the body protocol (audit.model.bodies), one line
+    naming ``key``: a ``torch.nn.Module`` built as ``cls(cfg, embedding)`` with ``init_hidden``
+    and ``forward``."""
+    check_module_class(cls, key, "body", ("init_hidden", "forward"), arguments=2)

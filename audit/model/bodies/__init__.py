@@ -27,10 +27,11 @@ import torch.nn as nn
 from audit.errors import AuditError
 from audit.model.bodies.awd_lstm import AWDLSTMBody
 from audit.model.bodies.transformer import TransformerBody
-from audit.model.importpath import check_module_class, is_import_path, load_class
+from audit.model.importpath import check_body_class, is_import_path, load_class
+from audit.model.options import BODY_NAMES
 
 BODIES: dict[str, type[nn.Module]] = {cls.name: cls for cls in (AWDLSTMBody, TransformerBody)}
-BODY_METHODS = ("init_hidden", "forward")
+assert tuple(BODIES) == BODY_NAMES, "audit.model.options and the body classes disagree"
 
 
 @runtime_checkable
@@ -49,18 +50,6 @@ class BodyDefaults:
 
     def init_embedding(self, weight: torch.Tensor) -> None:
         nn.init.uniform_(weight, -0.1, 0.1)
-
-
-def check_body_class(cls: type, key: str) -> None:
-    """Refuse a class that does not meet the body protocol (one line naming ``key``)."""
-    check_module_class(cls, key, "body", BODY_METHODS)
-    try:
-        import inspect
-
-        inspect.signature(cls).bind(object(), object())
-    except (TypeError, ValueError):
-        raise AuditError(f"{key}: body {cls.__module__}:{cls.__qualname__} does not meet the body protocol: "
-                         f"its constructor must take two arguments (cfg, embedding)") from None
 
 
 @functools.cache
