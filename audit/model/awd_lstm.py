@@ -44,6 +44,7 @@ class ModelConfig:
     n_heads: int = 4             # attention heads (transformer)
     positions: str = "learned"   # learned | rotary (transformer)
     context_size: int = 128      # longest window, in tokens (transformer)
+    eval_stride: int | None = None  # new positions per evaluation window; None: context_size // 2 (transformer)
     head: str = "softmax"        # registry name in audit.model.heads.HEADS or "pkg.mod:Class" (a head entry's, not a model setting)
     head_options: dict = field(default_factory=dict)  # head-specific options
 

@@ -51,25 +51,27 @@ def test_rotary_scores_depend_only_on_the_offset():
 
 @pytest.mark.parametrize("positions", ["learned", "rotary"])
 def test_streaming_is_a_sliding_window(positions):
-    """Chunks of 5 through a 12-token context: chunk c's log-P equal the last 5 rows of one direct
-    forward over the window ending with it (the earlier ids, cut to the context's last 12)."""
-    lm = model(positions)
+    """Chunks of 5 through a 12-token context with stride 3: each piece's log-P (pieces of 3 from
+    each chunk's start) equal the last rows of one direct forward over the window ending with it
+    (the earlier ids, cut to the context's last 12)."""
+    lm = model(positions, eval_stride=3)
     ids = torch.randint(0, V, (23, 1))
     hidden, rows = lm.init_hidden(1), []
     for start in range(0, 23, 5):
         log_p, hidden, _, _ = lm(ids[start:start + 5], hidden)
         rows.append(log_p)
-        end = min(start + 5, 23)
-        window = ids[max(0, end - CONTEXT):end]
-        direct = lm(window, lm.init_hidden(1))[0][-(end - start):]
-        torch.testing.assert_close(log_p, direct)
-        assert hidden.size(0) == min(end, CONTEXT - 1)
+        for piece in range(start, min(start + 5, 23), 3):
+            end = min(piece + 3, start + 5, 23)
+            window = ids[max(0, end - CONTEXT):end]
+            direct = lm.head(lm.body.features(window))[-(end - piece):]   # one window, no pieces
+            torch.testing.assert_close(log_p[piece - start:end - start], direct)
+        assert hidden.size(0) == min(start + 5, 23, CONTEXT - 1)
     assert torch.cat(rows).shape == (23, 1, V)   # every position once
 
 
 def test_bad_sizes_are_one_line():
     with pytest.raises(AuditError, match="n_heads=3 must divide emb_size=16"):
         LanguageModel(ModelConfig(vocab_size=V, emb_size=D, n_heads=3, body="transformer"))
-    with pytest.raises(AuditError, match="chunk of 13 tokens is longer than model.context_size=12"):
-        lm = model()
+    with pytest.raises(AuditError, match="training chunk of 13 tokens is longer than model.context_size=12"):
+        lm = model().train()
         lm(torch.zeros(13, 1, dtype=torch.long), lm.init_hidden(1))

@@ -10,13 +10,14 @@ parameters). The input embedding is the model's, tied to the head's decoder as f
 Sizes from the ``model`` section: d = emb_size (model width, = the head's d_in), hidden_size
 (MLP width), n_layers (blocks), n_heads, context_size (longest window), dropout.
 
-Streaming (evaluation): the hidden state is the last context_size - 1 token ids seen. Each call
-runs one window, the kept ids then the new chunk, cut to the last context_size tokens, and
-returns the features of the chunk's positions only: a sliding window whose stride is the chunk
-length (``train.bptt`` in evaluation), so each predicted position sees between
-context_size - stride and context_size - 1 earlier tokens (fewer at the start of the stream),
-and every position is predicted exactly once. In training each chunk is its own window (a fixed
-context of ``train.bptt`` tokens): no state crosses chunks.
+Streaming (evaluation): the hidden state is the last context_size - 1 token ids seen. A chunk
+is read in pieces of ``model.eval_stride`` tokens (default context_size / 2); each piece runs one
+window, the kept ids then the piece, cut to the last context_size tokens, and keeps the features
+of the piece's positions only. A sliding window with a stated stride: each predicted position
+sees at least context_size - eval_stride earlier tokens (fewer only at the start of the stream)
+and at most context_size - 1, and every position is predicted exactly once, whatever the chunk
+length the caller streams with. In training each chunk is its own window (a fixed context of
+``train.bptt`` <= context_size tokens): no state crosses chunks.
 """
 
 from __future__ import annotations
@@ -103,17 +104,14 @@ class TransformerBody(nn.Module):
         """No token seen yet: an empty (0, B) id tensor."""
         return torch.zeros(0, batch_size, dtype=torch.long, device=self.embedding.weight.device)
 
-    def forward(self, words: torch.Tensor, hidden: torch.Tensor):
-        """words: (T, B) ids; hidden: (M, B) earlier ids (M < context_size; ignored in training).
+    @property
+    def stride(self) -> int:
+        """New positions per evaluation window (``model.eval_stride``)."""
+        return self.cfg.eval_stride or max(1, self.cfg.context_size // 2)
 
-        Returns:
-            (dropped, raw, hidden): the features of the T new positions after and before the
-            output dropout, both (T, B, d), and the last context_size - 1 ids seen.
-        """
-        length, context = words.size(0), self.cfg.context_size
-        if length > context:
-            raise AuditError(f"a chunk of {length} tokens is longer than model.context_size={context}")
-        window = words if self.training else torch.cat((hidden, words))[-context:]
+    def features(self, window: torch.Tensor) -> torch.Tensor:
+        """Final-LayerNorm features of a window of ids (W, B) -> (W, B, d), each position
+        attending to itself and the positions before it in the window."""
         x = F.embedding(window.t(), self.embedding.weight)                          # (B, W, d)
         rotary = None
         if self.positions is not None:
@@ -123,5 +121,27 @@ class TransformerBody(nn.Module):
         x = F.dropout(x, self.cfg.dropouti, self.training)
         for block in self.blocks:
             x = block(x, rotary)
-        raw = self.ln_out(x[:, -length:]).transpose(0, 1)                            # (T, B, d)
-        return F.dropout(raw, self.cfg.dropout, self.training), raw, window[-(context - 1):]
+        return self.ln_out(x).transpose(0, 1)
+
+    def forward(self, words: torch.Tensor, hidden: torch.Tensor):
+        """words: (T, B) ids; hidden: (M, B) earlier ids (M < context_size; unused in training).
+
+        Returns:
+            (dropped, raw, hidden): the features of the T new positions after and before the
+            output dropout, both (T, B, d), and the last context_size - 1 ids seen.
+        """
+        context = self.cfg.context_size
+        if self.training:
+            if words.size(0) > context:
+                raise AuditError(f"a training chunk of {words.size(0)} tokens is longer than "
+                                 f"model.context_size={context}")
+            raw = self.features(words)
+            return F.dropout(raw, self.cfg.dropout, True), raw, hidden
+        pieces = []
+        for start in range(0, words.size(0), self.stride):
+            piece = words[start:start + self.stride]
+            window = torch.cat((hidden, piece))[-context:]
+            pieces.append(self.features(window)[-piece.size(0):])
+            hidden = window[-(context - 1):]
+        raw = torch.cat(pieces)
+        return raw, raw, hidden
