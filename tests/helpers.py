@@ -3,12 +3,18 @@
 from audit.config import check_study, run_settings
 
 
-def tiny_settings(head="softmax", seed=1, epochs=2, train_tokens=6000, **train):
+# a tiny Transformer and the training it needs (tiny_settings(model=TRANSFORMER, **TRANSFORMER_TRAIN))
+TRANSFORMER = {"body": "transformer", "n_heads": 2, "context_size": 20, "eval_stride": 7}
+TRANSFORMER_TRAIN = {"optimizer": "adamw", "lr": 3e-3, "warmup_steps": 5, "wdecay": 0.01, "asgd": "none",
+                     "variable_bptt": False, "alpha": 0.0, "beta": 0.0}
+
+
+def tiny_settings(head="softmax", seed=1, epochs=2, train_tokens=6000, model=None, **train):
     config = check_study({
         "study": "tiny", "seeds": [seed], "heads": [{"name": head}],
         "data": {"max_tokens": {"train": train_tokens, "valid": 1000, "test": 1000}},
         "model": {"emb_size": 8, "hidden_size": 16, "n_layers": 2, "dropoute": 0.1, "dropouti": 0.1,
-                  "dropouth": 0.1, "dropout": 0.1, "wdrop": 0.2},
+                  "dropouth": 0.1, "dropout": 0.1, "wdrop": 0.2, **(model or {})},
         "train": {"epochs": epochs, "batch_size": 10, "bptt": 20, "asgd": "nt", "nonmono": 1,
                   "threads": 1, "device": "cpu", **train},
         "evaluate": {"contexts": 300},

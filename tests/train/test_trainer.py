@@ -1,4 +1,5 @@
 import json
+import math
 import os
 import signal
 import subprocess
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from audit.train.trainer import batchify, sequence_lengths, train
+from audit.train.trainer import Trainer, batchify, sequence_lengths, train
 from helpers import comparable, tiny_settings
 
 
@@ -108,3 +109,22 @@ def test_a_crash_of_train_ends_its_log_with_one_error_line(tmp_path):
     assert proc.returncode == 1
     assert "Traceback" in proc.stderr  # the traceback stays in the log for whoever debugs it
     assert proc.stderr.splitlines()[-1] == "error: train crashed: KeyError: 'train'"
+
+
+def test_adamw_follows_warmup_then_cosine(ptb_corpus):
+    from helpers import TRANSFORMER, TRANSFORMER_TRAIN
+
+    from audit.train.schedule import warmup_cosine
+
+    trainer = Trainer(tiny_settings(epochs=2, model=TRANSFORMER, **TRANSFORMER_TRAIN), str(ptb_corpus),
+                      log=lambda m: None)
+    assert isinstance(trainer.optimizer, torch.optim.AdamW)
+    first = trainer.run_epoch()
+    # 6000 tokens in 10 streams: 599 rows, 30 chunks of 20 per epoch
+    assert trainer.step == trainer.total_steps() // 2 == 30
+    second = trainer.run_epoch()
+    assert trainer.step == 60
+    lr = trainer.optimizer.param_groups[0]["lr"]
+    assert lr == pytest.approx(3e-3 * warmup_cosine(59, 5, 60)) and lr < 3e-3 * 0.01
+    assert second["valid_loss"] < first["valid_loss"] < math.log(len(trainer.vocab))  # it learns
+    assert trainer.average is None  # no ASGD with adamw
