@@ -1,6 +1,8 @@
 """The complete examples of docs/heads.md and docs/bodies.md run as written: built into a language
 model, trained a step, counted for the capacity-matched softmax."""
 
+import math
+
 import pytest
 import torch
 
@@ -15,7 +17,8 @@ SIZES = {"emb_size": 8, "hidden_size": 16, "n_layers": 2}
 
 @pytest.fixture
 def docs_pkg(tmp_path, monkeypatch):
-    write_package(tmp_path, "docs_examples", {"heads_example": doc_example("heads.md")})
+    write_package(tmp_path, "docs_examples", {"heads_example": doc_example("heads.md"),
+                                               "bodies_example": doc_example("bodies.md")})
     monkeypatch.syspath_prepend(str(tmp_path))
     return "docs_examples"
 
@@ -47,3 +50,26 @@ def test_heads_example_is_counted_and_matched(docs_pkg):
     # one parameter more than softmax: the nearest softmax is softmax itself (d unchanged)
     assert counts["softmax_matched"][1].emb_size == SIZES["emb_size"]
     assert counts["softmax_matched"][0] == softmax
+
+
+def test_bodies_example_streams_counts_and_trains(docs_pkg, ptb_corpus):
+    from helpers import tiny_settings
+
+    from audit.train.trainer import Trainer
+
+    path = f"{docs_pkg}.bodies_example:GRUBody"
+    torch.manual_seed(0)
+    model = LanguageModel(ModelConfig(vocab_size=V, body=path, emb_size=8, dropout=0.0)).eval()
+    d = 8
+    # tied embedding V d, one GRU layer 3 (d d + d d + 2 d), decoder bias V
+    assert count_parameters(model) == V * d + 3 * (2 * d * d + 2 * d) + V
+    words = torch.randint(0, V, (9, 2))
+    whole = model(words, model.init_hidden(2))[0]
+    hidden, parts = model.init_hidden(2), []
+    for start in (0, 4):                       # the carried state makes chunks equal one pass
+        log_p, hidden, _, _ = model(words[start:start + 5 if start else 4], hidden)
+        parts.append(log_p)
+    torch.testing.assert_close(torch.cat(parts), whole)
+    trainer = Trainer(tiny_settings(epochs=1, model={"body": path}), str(ptb_corpus), log=lambda m: None)
+    row = trainer.run_epoch()
+    assert row["valid_loss"] < math.log(len(trainer.vocab))   # it learns something in one epoch

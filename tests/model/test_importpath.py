@@ -40,6 +40,20 @@ BAD = textwrap.dedent('''
         def forward(self, h):
             return h
 
+    class NoInitHidden(nn.Module):
+        def __init__(self, cfg, embedding):
+            super().__init__()
+        def forward(self, words, hidden):
+            return words
+
+    class OneArgumentBody(nn.Module):
+        def __init__(self, cfg):
+            super().__init__()
+        def init_hidden(self, batch_size):
+            return None
+        def forward(self, words, hidden):
+            return words
+
     not_a_class = 3
 ''')
 
@@ -123,3 +137,27 @@ def test_good_outside_head_checks_and_builds_with_defaults_filled(outside):
 def test_unknown_registry_name_lists_heads_and_import_paths():
     with pytest.raises(AuditError, match="unknown head 'softmaxx'; known heads: gss, .*import path"):
         check_study(study({"head": "softmaxx"}), "cfg.yaml")
+
+
+@pytest.mark.parametrize("body, reason", [
+    ("h23pkg.bad:NoInitHidden", "body h23pkg.bad:NoInitHidden does not meet the body protocol: no init_hidden() method"),
+    ("h23pkg.bad:OneArgumentBody", "its constructor must take two arguments (cfg, embedding)"),
+    ("h23pkg.nowhere:Body", "cannot import module 'h23pkg.nowhere'"),
+    ("gru", "unknown body 'gru'; known bodies: awd_lstm, transformer"),
+])
+def test_bad_body_is_one_line(outside, body, reason):
+    for config, key in (({"model": {"body": body}}, "config key model.body"),
+                        ({"heads": [{"name": "softmax", "model": {"body": body}}]}, "config key heads[0].model.body")):
+        with pytest.raises(AuditError) as err:
+            check_study({"study": "t", "seeds": [1], "heads": [{"name": "softmax"}], **config}, "cfg.yaml")
+        message = str(err.value)
+        assert "\n" not in message and message.startswith(f"cfg.yaml: {key}: ") and reason in message
+
+
+def test_transformer_needs_its_training(outside):
+    base = {"study": "t", "seeds": [1], "heads": [{"name": "softmax"}]}
+    with pytest.raises(AuditError, match="config key train.asgd: must be none with optimizer adamw"):
+        check_study({**base, "train": {"optimizer": "adamw"}}, "cfg.yaml")
+    with pytest.raises(AuditError, match="config key train.bptt: chunks of up to 110 tokens exceed the "
+                                         "transformer's model.context_size=64"):
+        check_study({**base, "model": {"body": "transformer", "context_size": 64}}, "cfg.yaml")
