@@ -45,13 +45,20 @@ def _schema() -> dict:
     return yaml.safe_load(SCHEMA_PATH.read_text())
 
 
-def schema_defaults(section: str) -> dict:
+def schema_defaults(section: str, unfilled: bool = False) -> dict:
     """``{key: default}`` of one object section of the schema (``$defs`` first, then the study's
     top-level properties), e.g. ``schema_defaults("model")``. Torch-free, so that ModelConfig and
-    the statistics Settings take their defaults from the schema at import."""
+    the statistics Settings take their defaults from the schema at import.
+
+    ``unfilled`` adds the ``x-default`` values: defaults the code applies but validation does
+    not write into a config (the body settings: runs recorded before they existed keep their
+    settings, so Snakemake does not see them change)."""
     schema = _schema()
     node = schema.get("$defs", {}).get(section) or schema["properties"][section]
-    return {k: copy.deepcopy(v["default"]) for k, v in node["properties"].items() if "default" in v}
+    out = {k: copy.deepcopy(v["default"]) for k, v in node["properties"].items() if "default" in v}
+    if unfilled:
+        out |= {k: copy.deepcopy(v["x-default"]) for k, v in node["properties"].items() if "x-default" in v}
+    return out
 
 
 def _key(path) -> str:

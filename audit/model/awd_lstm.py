@@ -19,7 +19,7 @@ from audit.model.bodies import build_body
 from audit.model.bodies.awd_lstm import WeightDropLSTM, embedding_dropout, locked_dropout  # noqa: F401 - old imports
 from audit.model.heads import HeadSpec, build_head
 
-_MODEL = schema_defaults("model")   # the `model` section of configs/schema.yaml: its one home
+_MODEL = schema_defaults("model", unfilled=True)   # the `model` section of configs/schema.yaml: its one home
 
 
 @dataclass
@@ -38,13 +38,13 @@ class ModelConfig:
     wdrop: float = _MODEL["wdrop"]               # DropConnect on hidden-to-hidden weights
     emb_noise: float = _MODEL["emb_noise"]       # sigma of Gaussian noise on the dropped input embeddings (LK --noisy_emb)
     decoder_bias: bool = _MODEL["decoder_bias"]  # the bias adds one to the softmax log-P rank (d + 2)
-    # the body and its Transformer sizes: not filled in by the schema, so that the settings of
-    # runs recorded before bodies existed stay as they were (audit.model.bodies.transformer)
-    body: str = "awd_lstm"       # awd_lstm | transformer | "pkg.mod:Class"
-    n_heads: int = 4             # attention heads (transformer)
-    positions: str = "learned"   # learned | rotary (transformer)
-    context_size: int = 128      # longest window, in tokens (transformer)
-    eval_stride: int | None = None  # new positions per evaluation window; None: context_size // 2 (transformer)
+    # the body and its Transformer sizes: the schema's x-default, not written into configs, so
+    # that the settings of runs recorded before bodies existed stay as they were
+    body: str = _MODEL["body"]                  # awd_lstm | transformer | "pkg.mod:Class"
+    n_heads: int = _MODEL["n_heads"]            # attention heads (transformer)
+    positions: str = _MODEL["positions"]        # learned | rotary (transformer)
+    context_size: int = _MODEL["context_size"]  # longest window, in tokens (transformer)
+    eval_stride: int | None = _MODEL["eval_stride"]  # new positions per evaluation window; None: context_size // 2
     head: str = "softmax"        # registry name in audit.model.heads.HEADS or "pkg.mod:Class" (a head entry's, not a model setting)
     head_options: dict = field(default_factory=dict)  # head-specific options
 
