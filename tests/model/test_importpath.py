@@ -107,7 +107,7 @@ def test_options_the_schema_rejects_are_one_line(outside):
     path = "h23pkg.temperature:TemperatureSoftmax"
     message = error_of({"import": path, "options": {"temprature": 2.0}})
     assert "heads[1].options.temprature: unknown option of head TemperatureSoftmax; known options: " \
-           "init_temperature" in message
+           "init_temperature, lr" in message
     message = error_of({"import": path, "options": {"init_temperature": -1}})
     assert "heads[1].options: rejected by head TemperatureSoftmax: init_temperature must be > 0, got -1" in message
     message = error_of({"import": path, "head": "softmax"})
@@ -127,7 +127,8 @@ def test_good_outside_head_checks_and_builds_with_defaults_filled(outside):
     emb = nn.Embedding(7, 3)
     head = build_head(path, HeadSpec(d_in=3, embedding=emb, options={"init_temperature": 2.0}))
     assert head_class(path) is type(head)  # one class per path
-    assert head.name == path and head.extra_param_groups() == [] and head.from_logits(torch.zeros(7)) is None
+    assert head.name == path and head.from_logits(torch.zeros(7)) is None    # filled by HeadDefaults
+    assert head.extra_param_groups() == [{"params": [head.log_temperature], "lr": 0.01, "name": "temperature"}]
     h = torch.randn(4, 2, 3)
     expected = torch.log_softmax((h @ emb.weight.t()) / 2.0, dim=-1)  # bias starts at zero
     torch.testing.assert_close(head(h), expected)
