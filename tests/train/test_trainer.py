@@ -84,8 +84,8 @@ def test_averaging_starts_on_the_trigger_and_evaluation_uses_the_average(ptb_cor
     assert first["switched_to_asgd"] and trainer.average is not None and trainer.history == []
     second = trainer.run_epoch()
     assert second["averaging"] and trainer.eval_model() is trainer.average.module
-    current = dict(trainer.model.named_parameters())["rnns.0.lstm.weight_ih_l0"]
-    averaged = dict(trainer.average.module.named_parameters())["rnns.0.lstm.weight_ih_l0"]
+    current = dict(trainer.model.named_parameters())["body.rnns.0.lstm.weight_ih_l0"]
+    averaged = dict(trainer.average.module.named_parameters())["body.rnns.0.lstm.weight_ih_l0"]
     assert not torch.equal(current, averaged)
 
 
