@@ -45,13 +45,20 @@ def _schema() -> dict:
     return yaml.safe_load(SCHEMA_PATH.read_text())
 
 
-def schema_defaults(section: str) -> dict:
+def schema_defaults(section: str, unfilled: bool = False) -> dict:
     """``{key: default}`` of one object section of the schema (``$defs`` first, then the study's
     top-level properties), e.g. ``schema_defaults("model")``. Torch-free, so that ModelConfig and
-    the statistics Settings take their defaults from the schema at import."""
+    the statistics Settings take their defaults from the schema at import.
+
+    ``unfilled`` adds the ``x-default`` values: defaults the code applies but validation does
+    not write into a config (the body settings: runs recorded before they existed keep their
+    settings, so Snakemake does not see them change)."""
     schema = _schema()
     node = schema.get("$defs", {}).get(section) or schema["properties"][section]
-    return {k: copy.deepcopy(v["default"]) for k, v in node["properties"].items() if "default" in v}
+    out = {k: copy.deepcopy(v["default"]) for k, v in node["properties"].items() if "default" in v}
+    if unfilled:
+        out |= {k: copy.deepcopy(v["x-default"]) for k, v in node["properties"].items() if "x-default" in v}
+    return out
 
 
 def _key(path) -> str:
@@ -220,8 +227,8 @@ def expand_grids(entries: list[dict], source: str = "config") -> list[dict]:
         if not grid:
             out.append(entry)
             continue
-        head = entry.get("head", entry["name"])
-        known = HEAD_OPTIONS.get(head)
+        head = entry_head(entry)
+        known = HEAD_OPTIONS.get(head)  # an outside head's options are checked on each arm
         for key in grid:
             if known is not None and key not in known:
                 raise AuditError(f"{source}: config key heads[{i}].grid.{key}: not an option of head {head!r}; "
@@ -238,23 +245,79 @@ def expand_grids(entries: list[dict], source: str = "config") -> list[dict]:
     return out
 
 
+def entry_head(entry: dict) -> str:
+    """The head of a head entry: its ``import`` path, else its ``head``, else its name."""
+    return entry.get("import") or entry.get("head") or entry["name"]
+
+
+def _check_outside_head(entry: dict, i: int, source: str) -> None:
+    """Load an entry's head from its import path and check the class and the options against
+    the head protocol (audit.model.importpath), so a bad one fails before any job runs."""
+    from audit.model.importpath import check_head_class, check_head_options, load_class
+
+    key = f"{source}: config key heads[{i}].{'import' if 'import' in entry else 'head'}"
+    cls = load_class(entry["head"], key)
+    check_head_class(cls, key)
+    check_head_options(cls, entry["options"], f"{source}: config key heads[{i}].options")
+
+
+def _check_body_and_training(config: dict, entry: dict, i: int, source: str) -> None:
+    """One arm's body (a built-in name, or an import path whose class meets the body protocol)
+    and the training settings it needs: AdamW without averaging, a Transformer's chunks no longer
+    than its context."""
+    from audit.model.importpath import check_body_class, is_import_path, load_class
+    from audit.model.options import BODY_NAMES
+
+    model = {**config["model"], **entry.get("model", {})}
+    train = {**config["train"], **entry.get("train", {})}
+    where = lambda section, key: (f"{source}: config key heads[{i}].{section}.{key}"  # noqa: E731
+                                  if key in entry.get(section, {}) else f"{source}: config key {section}.{key}")
+    body = model.get("body", "awd_lstm")
+    if is_import_path(body):
+        check_body_class(load_class(body, where("model", "body")), where("model", "body"))
+    elif body not in BODY_NAMES:
+        raise AuditError(f"{where('model', 'body')}: unknown body {body!r}; known bodies: {', '.join(BODY_NAMES)} "
+                         f"(or an import path 'package.module:Class')")
+    if train.get("optimizer", "sgd") == "adamw" and train["asgd"] != "none":
+        raise AuditError(f"{where('train', 'asgd')}: must be none with optimizer adamw (averaging is NT-ASGD's, "
+                         f"for SGD), got {train['asgd']!r}")
+    if body == "transformer":
+        longest = train["bptt"] + (train["max_seq_len_delta"] if train["variable_bptt"] else 0)
+        context = model.get("context_size", 128)
+        if longest > context:
+            raise AuditError(f"{where('train', 'bptt')}: chunks of up to {longest} tokens exceed the transformer's "
+                             f"model.context_size={context} (set train.variable_bptt false, a shorter bptt or "
+                             f"a longer context)")
+
+
 def _check_semantics(config: dict, schema: dict, source: str) -> None:
     """What a schema cannot say: known head names, unique labels, valid overrides."""
+    from audit.model.importpath import is_import_path
     from audit.model.options import HEAD_OPTIONS
 
     names = [entry["name"] for entry in config["heads"]]
     for i, entry in enumerate(config["heads"]):
-        entry.setdefault("head", entry["name"])
+        if "import" in entry and entry.get("head", entry["import"]) != entry["import"]:
+            raise AuditError(f"{source}: config key heads[{i}].import: give a head by registry name (head) "
+                             f"or by import path (import), not both")
+        entry["head"] = entry_head(entry)
         if names.count(entry["name"]) > 1:
             raise AuditError(f"{source}: config key heads[{i}].name: duplicate head name {entry['name']!r}")
-        if entry["head"] not in HEAD_OPTIONS:
+        if is_import_path(entry["head"]):
+            _check_outside_head(entry, i, source)
+        elif "import" in entry:
+            raise AuditError(f"{source}: config key heads[{i}].import: import path {entry['import']!r} "
+                             f"must look like 'package.module:Class'")
+        elif entry["head"] not in HEAD_OPTIONS:
             raise AuditError(f"{source}: config key heads[{i}].head: unknown head {entry['head']!r}; "
-                             f"known heads: {', '.join(sorted(HEAD_OPTIONS))}")
-        unknown = sorted(set(entry["options"]) - set(HEAD_OPTIONS[entry["head"]]))
-        if unknown:
-            known = ", ".join(sorted(HEAD_OPTIONS[entry["head"]])) or "none"
-            raise AuditError(f"{source}: config key heads[{i}].options.{unknown[0]}: unknown option of head "
-                             f"{entry['head']!r}; known options: {known}")
+                             f"known heads: {', '.join(sorted(HEAD_OPTIONS))} (or an import path "
+                             f"'package.module:Class')")
+        else:
+            unknown = sorted(set(entry["options"]) - set(HEAD_OPTIONS[entry["head"]]))
+            if unknown:
+                known = ", ".join(sorted(HEAD_OPTIONS[entry["head"]])) or "none"
+                raise AuditError(f"{source}: config key heads[{i}].options.{unknown[0]}: unknown option of head "
+                                 f"{entry['head']!r}; known options: {known}")
         for section in ("model", "train"):
             allowed = schema["properties"][section]["properties"]
             for key in entry.get(section, {}):
@@ -270,6 +333,7 @@ def _check_semantics(config: dict, schema: dict, source: str) -> None:
                 if key in STUDY_WIDE_TRAIN_KEYS and section == "train":
                     raise AuditError(f"{source}: config key heads[{i}].train.{key}: a study-wide setting; "
                                      f"set it in the top-level train section")
+        _check_body_and_training(config, entry, i, source)
         target = entry["options"].get("match")
         if entry["head"] == "softmax_matched" and target not in names:
             raise AuditError(f"{source}: config key heads[{i}].options.match: must name another head, got {target!r}")

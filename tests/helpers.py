@@ -3,12 +3,18 @@
 from audit.config import check_study, run_settings
 
 
-def tiny_settings(head="softmax", seed=1, epochs=2, train_tokens=6000, **train):
+# a tiny Transformer and the training it needs (tiny_settings(model=TRANSFORMER, **TRANSFORMER_TRAIN))
+TRANSFORMER = {"body": "transformer", "n_heads": 2, "context_size": 20, "eval_stride": 7}
+TRANSFORMER_TRAIN = {"optimizer": "adamw", "lr": 3e-3, "warmup_steps": 5, "wdecay": 0.01, "asgd": "none",
+                     "variable_bptt": False, "alpha": 0.0, "beta": 0.0}
+
+
+def tiny_settings(head="softmax", seed=1, epochs=2, train_tokens=6000, model=None, **train):
     config = check_study({
         "study": "tiny", "seeds": [seed], "heads": [{"name": head}],
         "data": {"max_tokens": {"train": train_tokens, "valid": 1000, "test": 1000}},
         "model": {"emb_size": 8, "hidden_size": 16, "n_layers": 2, "dropoute": 0.1, "dropouti": 0.1,
-                  "dropouth": 0.1, "dropout": 0.1, "wdrop": 0.2},
+                  "dropouth": 0.1, "dropout": 0.1, "wdrop": 0.2, **(model or {})},
         "train": {"epochs": epochs, "batch_size": 10, "bptt": 20, "asgd": "nt", "nonmono": 1,
                   "threads": 1, "device": "cpu", **train},
         "evaluate": {"contexts": 300},
@@ -40,3 +46,25 @@ def r_two_sample(case: str) -> tuple:
     row = table.loc[case]
     a, b = (np.array([float(v) for v in row[k].split(";")]) for k in ("a", "b"))
     return a, b, row
+
+
+def doc_example(page: str) -> str:
+    """The code block under "## A complete example" of docs/<page> (docs/heads.md, docs/bodies.md)."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / page).read_text()
+    section = text.split("## A complete example", 1)[1]
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+
+
+def write_package(root, package: str, modules: dict[str, str]):
+    """A package ``package`` under ``root`` holding ``modules`` {name: source}; returns root."""
+    from pathlib import Path
+
+    folder = Path(root) / package
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "__init__.py").write_text("")
+    for name, source in modules.items():
+        (folder / f"{name}.py").write_text(source)
+    return Path(root)

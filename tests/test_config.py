@@ -187,8 +187,9 @@ def test_claims_file_claims_get_defaults(tmp_path):
 def test_model_defaults_live_only_in_the_schema():
     from audit.model.awd_lstm import ModelConfig
 
-    defaults = schema_defaults("model")
+    defaults = schema_defaults("model", unfilled=True)   # with the body's x-default settings
     fields = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
+    assert not {"body", "n_heads", "positions", "context_size", "eval_stride"} & set(schema_defaults("model"))
     # every model setting of the schema is a ModelConfig field with the schema's default, and back
     assert set(fields) - {"vocab_size", "head", "head_options"} == set(defaults)
     assert {k: fields[k] for k in defaults} == defaults

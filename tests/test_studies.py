@@ -26,6 +26,8 @@ STUDIES = {
     "synthetic-gpu.yaml": (0, False, False),   # no language-model runs: 4 heads x 6 d x 3 alpha x 10 seeds fits
     "published.yaml": (0, False, False),       # no runs: the published record from audit/data/published.csv
     "sequential-smoke.yaml": (3 * 3, False, False),  # seeds on demand: stage 1 only (3 heads x 3 seeds) is planned
+    "transformer.yaml": (10 * 10, False, False),       # the default's arms on a Transformer body
+    "transformer-paper.yaml": (10 * 10, False, False),
 }
 SYNTHETIC_FITS = {"synthetic-gpu.yaml": 4 * 6 * 3 * 10}
 
@@ -59,6 +61,10 @@ def test_study_dry_run_plans_one_job_per_run_and_its_report(name, workdir, mirro
         assert study["synthetic"]["device"] == "auto" and not study["data"]["corpora"]
     elif name == "published.yaml":   # no training, no data: one rule makes the three published tables
         assert counts.get("stats_published") == 1 and not study["data"]["corpora"] and "synthetic" not in raw
+    elif study["model"].get("body") == "transformer":  # AdamW with a fixed context, whole test split
+        assert study["train"]["optimizer"] == "adamw" and not study["train"]["variable_bptt"]
+        assert study["train"]["bptt"] <= study["model"]["context_size"] and not study["data"]["max_tokens"].get("test")
+        assert (study["evaluate"]["contexts"] == "all") == ("paper" in name)
     elif "paper" in name:  # GPU-sized: every run trains for the published 1000 epochs, all contexts
         assert study["train"]["epochs"] == 1000 and study["evaluate"]["contexts"] == "all"
     else:                  # CPU variants name their own token budget

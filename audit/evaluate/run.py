@@ -168,7 +168,7 @@ def evaluate_run(run_dir: str | os.PathLike, corpus_path: str, wordsim_dir: str,
         result["test_ppl"] = perplexity(result["test_loss"])
         result.update(spectrum.rank_summary(logp, ""))
         arrays["log_p_sv"] = logp.sv
-        if model.head.transformed_logits(torch.zeros(1, 1, model.cfg.d_out, device=dev)) is not None:
+        if model.head.transformed_logits(torch.zeros(1, 1, model.body.d_out, device=dev)) is not None:
             flog = spectrum.stream_spectrum(stream_rows(model, test, bptt, limit, transformed=True))
             result.update(spectrum.rank_summary(flog, "f_logits_"))
             arrays["f_logits_sv"] = flog.sv

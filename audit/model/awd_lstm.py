@@ -1,11 +1,9 @@
-"""The AWD-LSTM language model body with a pluggable output head.
+"""The language model: an embedding, a body (AWD-LSTM by default) and an output head.
 
-Embedding (d) -> LSTM layers d -> H -> ... -> H -> d' -> head, the head's decoder tied to the
-embedding. Regularisers of Merity et al. (2018): embedding dropout, locked (variational) dropout
-on inputs, between layers and on the output, DropConnect on each layer's hidden-to-hidden
-weights, and (for the fair-capacity comparison) Gaussian noise on the input embeddings. DropConnect is applied through ``torch.func.functional_call`` with the dropped matrix
-passed in for the call, so the module's parameters are never reassigned: the old
-``flatten_parameters`` trick of the reference code breaks on current PyTorch.
+ids (T, B) -> embedding (V x d) -> body (``audit.model.bodies``: AWD-LSTM, Transformer or a class
+by import path) -> features (T, B, d') -> head (``audit.model.heads``) -> log-P (T, B, V), the
+head's decoder tied to the embedding. The module keeps its historical name; the AWD-LSTM itself
+is ``audit.model.bodies.awd_lstm`` (its helpers are re-exported here for old imports).
 """
 
 from __future__ import annotations
@@ -15,13 +13,13 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
-from torch.func import functional_call
 
 from audit.config import schema_defaults
+from audit.model.bodies import build_body
+from audit.model.bodies.awd_lstm import WeightDropLSTM, embedding_dropout, locked_dropout  # noqa: F401 - old imports
 from audit.model.heads import HeadSpec, build_head
 
-_MODEL = schema_defaults("model")   # the `model` section of configs/schema.yaml: its one home
+_MODEL = schema_defaults("model", unfilled=True)   # the `model` section of configs/schema.yaml: its one home
 
 
 @dataclass
@@ -40,7 +38,14 @@ class ModelConfig:
     wdrop: float = _MODEL["wdrop"]               # DropConnect on hidden-to-hidden weights
     emb_noise: float = _MODEL["emb_noise"]       # sigma of Gaussian noise on the dropped input embeddings (LK --noisy_emb)
     decoder_bias: bool = _MODEL["decoder_bias"]  # the bias adds one to the softmax log-P rank (d + 2)
-    head: str = "softmax"        # registry name in audit.heads.HEADS (a head entry's, not a model setting)
+    # the body and its Transformer sizes: the schema's x-default, not written into configs, so
+    # that the settings of runs recorded before bodies existed stay as they were
+    body: str = _MODEL["body"]                  # awd_lstm | transformer | "pkg.mod:Class"
+    n_heads: int = _MODEL["n_heads"]            # attention heads (transformer)
+    positions: str = _MODEL["positions"]        # learned | rotary (transformer)
+    context_size: int = _MODEL["context_size"]  # longest window, in tokens (transformer)
+    eval_stride: int | None = _MODEL["eval_stride"]  # new positions per evaluation window; None: context_size // 2
+    head: str = "softmax"        # registry name in audit.model.heads.HEADS or "pkg.mod:Class" (a head entry's, not a model setting)
     head_options: dict = field(default_factory=dict)  # head-specific options
 
     @property
@@ -51,87 +56,35 @@ class ModelConfig:
         return asdict(self)
 
 
-def locked_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
-    """Dropout with one mask per sequence, shared over time. x: (T, B, n)."""
-    if not training or p == 0:
-        return x
-    mask = x.new_empty(1, x.size(1), x.size(2)).bernoulli_(1 - p) / (1 - p)
-    return x * mask
-
-
-def embedding_dropout(embed: nn.Embedding, words: torch.Tensor, p: float, training: bool) -> torch.Tensor:
-    """Drop whole words (rows of the embedding matrix), rescaling the rest by 1 / (1 - p)."""
-    weight = embed.weight
-    if training and p > 0:
-        mask = weight.new_empty(weight.size(0), 1).bernoulli_(1 - p) / (1 - p)
-        weight = weight * mask
-    return F.embedding(words, weight)
-
-
-class WeightDropLSTM(nn.Module):
-    """One LSTM layer with DropConnect on ``weight_hh_l0`` (fresh mask per forward call)."""
-
-    def __init__(self, n_in: int, n_out: int, wdrop: float):
-        super().__init__()
-        self.lstm = nn.LSTM(n_in, n_out)
-        self.wdrop = wdrop
-
-    def forward(self, x, hidden):
-        if not (self.training and self.wdrop > 0):
-            return self.lstm(x, hidden)
-        # cuDNN wants every weight of the LSTM as a view into one flat buffer; the dropped
-        # matrix is a fresh tensor each call, so on a GPU cuDNN warns and packs the weights into
-        # a new buffer every training step. Writing the mask into the flat buffer in place would
-        # cut the autograd path to the undropped weight, so we pay the copy: 0.3 ms per call on
-        # the CPU (functional_call), the GPU figure is owed (README "On GPUs"). Evaluation
-        # (training=False) takes the flat path above.
-        params = dict(self.lstm.named_parameters())
-        params["weight_hh_l0"] = F.dropout(params["weight_hh_l0"], self.wdrop, training=True)
-        return functional_call(self.lstm, params, (x, hidden))
-
-
 class LanguageModel(nn.Module):
+    """Embedding, body and head; ``forward`` returns (log-P, hidden, dropped, raw)."""
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = cfg
+        # construction order fixes the draws of the seeded initialisation: embedding, body, head
         self.encoder = nn.Embedding(cfg.vocab_size, cfg.emb_size)
-        sizes = [cfg.emb_size] + [cfg.hidden_size] * (cfg.n_layers - 1) + [cfg.d_out]
-        self.rnns = nn.ModuleList(WeightDropLSTM(a, b, cfg.wdrop) for a, b in zip(sizes[:-1], sizes[1:]))
-        self.head = build_head(cfg.head, HeadSpec(d_in=cfg.d_out, embedding=self.encoder,
-                                                  options=cfg.head_options, decoder_bias=cfg.decoder_bias))
-        nn.init.uniform_(self.encoder.weight, -0.1, 0.1)  # the reference decoder's init, tied
+        self.body = build_body(cfg.body, cfg, self.encoder)
+        self.head = build_head(cfg.head, HeadSpec(d_in=self.body.d_out, embedding=self.encoder,
+                                                  options=cfg.head_options, decoder_bias=cfg.decoder_bias,
+                                                  model=cfg))
+        self.body.init_embedding(self.encoder.weight)
+        self._register_load_state_dict_pre_hook(_rename_old_keys)
 
-    def init_hidden(self, batch_size: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        weight = self.encoder.weight
-        return [(weight.new_zeros(1, batch_size, rnn.lstm.hidden_size),
-                 weight.new_zeros(1, batch_size, rnn.lstm.hidden_size)) for rnn in self.rnns]
-
-    def body(self, words: torch.Tensor, hidden):
-        """Run the LSTM stack. words: (T, B) ids.
-
-        Returns:
-            (dropped, raw, hidden): the last layer's output after and before its locked
-            dropout, both (T, B, d'), and the new hidden state.
-        """
-        x = embedding_dropout(self.encoder, words, self.cfg.dropoute, self.training)
-        if self.training and self.cfg.emb_noise > 0:
-            # The fair comparison's extra regulariser: N(0, 1) * sigma added to each looked-up
-            # (already dropped) input embedding, a fresh draw per token position and step.
-            x = x + torch.randn_like(x) * self.cfg.emb_noise
-        x = locked_dropout(x, self.cfg.dropouti, self.training)
-        new_hidden = []
-        for i, rnn in enumerate(self.rnns):
-            x, h = rnn(x, hidden[i])
-            new_hidden.append(h)
-            if i < len(self.rnns) - 1:
-                x = locked_dropout(x, self.cfg.dropouth, self.training)
-        return locked_dropout(x, self.cfg.dropout, self.training), x, new_hidden
+    def init_hidden(self, batch_size: int):
+        return self.body.init_hidden(batch_size)
 
     def forward(self, words: torch.Tensor, hidden):
-        """Log-probabilities (T, B, V) of the next word, the new hidden state and the
-        last layer's dropped and raw outputs (for AR and TAR)."""
+        """Log-probabilities (T, B, V) of the next word, the new hidden state and the body's
+        dropped and raw outputs (for AR and TAR)."""
         dropped, raw, hidden = self.body(words, hidden)
         return self.head(dropped), hidden, dropped, raw
+
+
+def _rename_old_keys(state, prefix, *args) -> None:
+    """Checkpoints written before bodies existed hold the LSTM layers as ``rnns.*``."""
+    for key in [k for k in state if k.startswith(prefix + "rnns.")]:
+        state[prefix + "body." + key[len(prefix):]] = state.pop(key)
 
 
 def count_parameters(model: nn.Module) -> int:
@@ -140,7 +93,12 @@ def count_parameters(model: nn.Module) -> int:
 
 
 def detach_hidden(hidden):
-    return [tuple(t.detach() for t in h) for h in hidden]
+    """The hidden state cut from the graph: tensors detached inside lists and tuples."""
+    if isinstance(hidden, torch.Tensor):
+        return hidden.detach()
+    if isinstance(hidden, (list, tuple)):
+        return type(hidden)(detach_hidden(h) for h in hidden)
+    return hidden
 
 
 def perplexity(loss: float) -> float:

@@ -17,3 +17,6 @@ HEAD_OPTIONS: dict[str, dict] = {
     "mixtape": {"experts": 4, "gate_embedding_size": 160, "frequent_token_fraction": 0.1,
                 "dropoutc": 0.0, "dropoutg": 0.0, "noise_std": 0.0},
 }
+
+# The built-in bodies (audit.model.bodies.BODIES), readable without torch.
+BODY_NAMES = ("awd_lstm", "transformer")

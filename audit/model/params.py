@@ -41,7 +41,8 @@ def solve_matched_size(target_params: int, base_cfg, tolerance: float = MATCH_TO
     """The tied softmax model whose parameter count is closest to ``target_params``.
 
     Varies emb_size = last_size (d = d', as the softmax family requires) with every other
-    field of ``base_cfg`` fixed. The count grows strictly with d (embedding V d, first and
+    field of ``base_cfg`` fixed; a Transformer's d moves in steps of its head count
+    (``size_step``) and its MLP width then closes the gap. The count grows strictly with d (embedding V d, first and
     last LSTM layers, 4 d^2 + ... ), so a bisection finds the two integers around the target
     and the nearer one wins (ties go to the smaller model).
 
@@ -57,26 +58,51 @@ def solve_matched_size(target_params: int, base_cfg, tolerance: float = MATCH_TO
         AuditError: if no size comes within ``tolerance`` (e.g. the target is below the
             count of d = 1).
     """
-    def sized(d: int):
-        return dataclasses.replace(base_cfg, emb_size=d, last_size=None)
+    step = size_step(base_cfg)
+    if step == 1:
+        best = _nearest(target_params, lambda d: dataclasses.replace(base_cfg, emb_size=d, last_size=None))
+    else:
+        # d must be a multiple of ``step`` (the Transformer's heads): the largest such d whose
+        # model stays within the target, then the MLP width closes the gap (2 d + 1 parameters
+        # per unit and block, a fine enough grain for the tolerance)
+        k = _nearest(target_params, lambda k: dataclasses.replace(base_cfg, emb_size=k * step, last_size=None),
+                     below=True)
+        fixed = dataclasses.replace(base_cfg, emb_size=k.emb_size, last_size=None)
+        best = _nearest(target_params, lambda h: dataclasses.replace(fixed, hidden_size=h))
+    gap = abs(count_params(best) - target_params) / target_params
+    if gap > tolerance:
+        raise AuditError(f"softmax_matched: closest size d={best.emb_size} is {gap:.2%} away from "
+                         f"{target_params} parameters (tolerance {tolerance:.1%})")
+    return best
 
+
+def size_step(cfg) -> int:
+    """The grain of the embedding size: 1, or the Transformer's head count (twice it for rotary
+    positions, whose head size must be even)."""
+    if cfg.body != "transformer":
+        return 1
+    return cfg.n_heads * (2 if cfg.positions == "rotary" else 1)
+
+
+def _nearest(target: int, sized, below: bool = False):
+    """``sized(x)`` for the integer x >= 1 whose count is nearest ``target`` (ties: the smaller
+    x), or the largest x whose count does not exceed it when ``below`` (x = 1 at least). The
+    count grows strictly with x, so a doubling search then a bisection find the two integers
+    around the target."""
     lo, hi = 1, 2
-    while count_params(sized(hi)) < target_params:
+    while count_params(sized(hi)) < target:
         lo, hi = hi, hi * 2
         if hi > 1 << 20:
-            raise AuditError(f"softmax_matched: no embedding size reaches {target_params} parameters")
+            raise AuditError(f"softmax_matched: no size reaches {target} parameters")
     while hi - lo > 1:  # invariant: count(lo) < target <= count(hi), or lo == 1
         mid = (lo + hi) // 2
-        if count_params(sized(mid)) < target_params:
+        if count_params(sized(mid)) < target:
             lo = mid
         else:
             hi = mid
-    best = min((lo, hi), key=lambda d: (abs(count_params(sized(d)) - target_params), d))
-    gap = abs(count_params(sized(best)) - target_params) / target_params
-    if gap > tolerance:
-        raise AuditError(f"softmax_matched: closest size d={best} is {gap:.2%} away from "
-                         f"{target_params} parameters (tolerance {tolerance:.1%})")
-    return sized(best)
+    if below:
+        return sized(hi if count_params(sized(hi)) == target else lo)
+    return sized(min((lo, hi), key=lambda x: (abs(count_params(sized(x)) - target), x)))
 
 
 def vocab_size(study: dict, corpus: str) -> int:

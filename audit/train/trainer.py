@@ -37,12 +37,14 @@ from audit.errors import AuditError
 from audit.files import atomic_save, atomic_write_text
 from audit.model.awd_lstm import LanguageModel, ModelConfig, count_parameters, detach_hidden, perplexity
 from audit.train import checkpoint, progress
+from audit.train.schedule import warmup_cosine
 from audit.train.steps import FastAverage, keep_freed_memory
 
 # Bump by hand whenever a change to audit/train or audit/model changes the numbers a run computes
 # (the training math, the model's forward pass, the RNG draws): checkpoints written by an older
 # version are then never resumed, so a run never mixes epochs of two versions of the code.
 TRAINING_VERSION = 1
+ADAMW_BETAS = (0.9, 0.95)  # the GPT-2/3 setting: beta2 0.95 keeps the second moment responsive
 
 
 # Test hook: when set to a file path that does not exist yet, the trainer creates that file and
@@ -167,8 +169,12 @@ class Trainer:
         special_ids = {id(p) for group in special for p in group["params"]}
         main = [p for p in self.model.parameters() if p.requires_grad and id(p) not in special_ids]
         groups = [{"params": main, "lr": self.t["lr"]}] + special
-        self.optimizer = torch.optim.SGD(groups, lr=self.t["lr"], weight_decay=self.t["wdecay"])
+        if self.t.get("optimizer", "sgd") == "adamw":  # the Transformer convention (audit.train.schedule)
+            self.optimizer = torch.optim.AdamW(groups, lr=self.t["lr"], betas=ADAMW_BETAS, weight_decay=self.t["wdecay"])
+        else:
+            self.optimizer = torch.optim.SGD(groups, lr=self.t["lr"], weight_decay=self.t["wdecay"])
         self.base_lrs = [g["lr"] for g in self.optimizer.param_groups]
+        self.step = 0  # optimiser steps taken: the adamw schedule's clock
         self.average: AveragedModel | None = None
         self.epoch, self.position, self.history, self.log_rows = 0, 0, [], []
         self.best = {"valid_loss": math.inf, "epoch": 0, "state": None}
@@ -177,7 +183,7 @@ class Trainer:
     # ----- checkpointing -------------------------------------------------------------------
     def state_dict(self) -> dict:
         return {
-            "epoch": self.epoch, "position": self.position, "history": self.history,
+            "epoch": self.epoch, "position": self.position, "history": self.history, "step": self.step,
             "log_rows": self.log_rows, "best": self.best,
             "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
             "average": self.average.state_dict() if self.average is not None else None,
@@ -192,6 +198,7 @@ class Trainer:
     def load_state_dict(self, state: dict) -> None:
         self.epoch, self.position, self.history = state["epoch"], state["position"], state["history"]
         self.log_rows, self.best = state["log_rows"], state["best"]
+        self.step = state.get("step", 0)  # checkpoints from before the adamw schedule: SGD, unused
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         if state["average"] is not None:
@@ -260,8 +267,11 @@ class Trainer:
             seq_len = min(sequence_lengths(self.rng, t["bptt"], t["variable_bptt"], t["max_seq_len_delta"]),
                           rows - self.position, budget - done)
             seq_len = max(seq_len, 2)  # TAR needs two time steps; rows - position >= 2 here
+            adamw = t.get("optimizer", "sgd") == "adamw"
+            factor = warmup_cosine(self.step, t.get("warmup_steps", 0), self.total_steps()) if adamw else None
             for group, base in zip(self.optimizer.param_groups, self.base_lrs):
-                group["lr"] = base * seq_len / t["bptt"]  # shorter sequences take smaller steps
+                # SGD: shorter sequences take smaller steps (base * seq_len / bptt, in that order)
+                group["lr"] = base * factor if adamw else base * seq_len / t["bptt"]
             words = data[self.position:self.position + seq_len]
             targets = data[self.position + 1:self.position + 1 + seq_len]
             hidden = detach_hidden(hidden)
@@ -287,6 +297,7 @@ class Trainer:
             self.position += seq_len
             done += seq_len
             steps += 1
+            self.step += 1
             if check_every > 1 and steps % check_every == 0 and steps > check_every and done < budget:
                 self.raise_if_diverged(first_bad)
         # one transfer for both: the loss sum (float64 holds any row index exactly)
@@ -296,6 +307,12 @@ class Trainer:
         return {"train_loss": total_loss / total_tokens, "train_seconds": seconds, "train_cpu_seconds": cpu,
                 "tokens": total_tokens,
                 "tokens_per_second": total_tokens / seconds}
+
+    def total_steps(self) -> int:
+        """Planned optimiser steps of the whole run at the fixed chunk length ``bptt``."""
+        rows = self.train_data.size(0) - 1
+        budget = rows if self.t["epoch_tokens"] is None else math.ceil(self.t["epoch_tokens"] / self.t["batch_size"])
+        return self.t["epochs"] * math.ceil(budget / self.t["bptt"])
 
     def raise_if_diverged(self, first_bad: torch.Tensor | int) -> None:
         """Divergence at the first row whose training loss was not finite (-1: none yet)."""
@@ -310,7 +327,10 @@ class Trainer:
         row = self.train_epoch()
         self.epoch += 1
         evaluated = self.eval_model()
-        valid = validation_pass(evaluated, self.valid_data, self.t["bptt"], evaluated.head.embedding.weight)
+        # the output weight's spectrum (saturation) for heads with a linear output layer; an
+        # outside head without one (output_layer() None) logs the input anisotropy alone
+        layer = evaluated.head.output_layer()
+        valid = validation_pass(evaluated, self.valid_data, self.t["bptt"], layer[0] if layer is not None else None)
         valid_loss = valid["valid_loss"]
         if not math.isfinite(valid_loss):
             raise Divergence(f"non-finite validation loss at epoch {self.epoch}")

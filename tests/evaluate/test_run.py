@@ -99,3 +99,28 @@ def test_evaluation_runs_on_the_runs_train_device(trained, ptb_corpus, mirror, t
     (run / "metrics.json").write_text(json.dumps(metrics))
     with pytest.raises(AuditError, match="'cuda' but no CUDA device"):
         evaluate_run(run, str(ptb_corpus), str(mirror / "wordsim"))
+
+
+@pytest.mark.parametrize("head", ["softmax", "mos"])
+def test_every_measurement_runs_on_the_transformer_body(head, ptb_corpus, mirror, tmp_path):
+    from helpers import TRANSFORMER, TRANSFORMER_TRAIN
+
+    options = {"mos": {"experts": 2, "dropoutl": 0.0}}.get(head, {})
+    settings = tiny_settings(head=head, epochs=1, model=TRANSFORMER, **TRANSFORMER_TRAIN)
+    settings["options"] = options
+    train_and_sharpen(settings, ptb_corpus, tmp_path)
+    result = evaluate_run(tmp_path, str(ptb_corpus), str(mirror / "wordsim"))
+    assert result["status"] == "ok" and math.isfinite(result["test_ppl"])
+    assert result["test_tokens"] == 999 and result["contexts"] == 300
+    d = settings["model"]["emb_size"]
+    if head == "softmax":
+        # the final LayerNorm's output is gamma * n + beta with n summing to zero: it spans a
+        # (d - 1)-dimensional affine space, so log-P = W h + b - lse has rank d + 1 (not the
+        # AWD-LSTM's d + 2) and the logits d
+        assert result["press_rank"] == d + 1 and result["f_logits_press_rank"] == d
+    else:                  # a mixture of two softmaxes exceeds it
+        assert result["press_rank"] > d + 2
+    assert 0 <= result["jacobian_fraction_below"] <= 1 and result["wordsim"]
+    arrays = np.load(tmp_path / "spectrum.npz")
+    assert len(arrays["log_p_sv"]) == min(300, result["vocab_size"])
+    assert (tmp_path / "topk.csv").read_text().count("\n") > 1

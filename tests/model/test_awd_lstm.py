@@ -15,7 +15,7 @@ def _model(**overrides):
 
 def _first_layer_input(model, words):
     seen = []
-    handle = model.rnns[0].register_forward_hook(lambda module, args, out: seen.append(args[0].detach()))
+    handle = model.body.rnns[0].register_forward_hook(lambda module, args, out: seen.append(args[0].detach()))
     model(words, model.init_hidden(words.size(1)))
     handle.remove()
     return seen[0]
@@ -40,4 +40,18 @@ def test_dropconnect_leaves_the_module_parameters_in_place():
     model(words, model.init_hidden(2))[0].sum().backward()
     for name, p in model.named_parameters():
         assert torch.equal(p.detach(), before[name]), name
-    assert model.rnns[0].lstm.weight_hh_l0.grad is not None   # gradients reach the undropped weights
+    assert model.body.rnns[0].lstm.weight_hh_l0.grad is not None   # gradients reach the undropped weights
+
+
+def test_checkpoints_from_before_bodies_load():
+    """Weights saved when the LSTM layers were the model's own ``rnns`` load under ``body.rnns``."""
+    cfg = ModelConfig(vocab_size=30, emb_size=4, hidden_size=6, n_layers=2)
+    torch.manual_seed(0)
+    source = LanguageModel(cfg)
+    old = {k.replace("body.rnns.", "rnns."): v for k, v in source.state_dict().items()}
+    assert any(k.startswith("rnns.") for k in old) and not any(k.startswith("body.") for k in old)
+    torch.manual_seed(1)
+    target = LanguageModel(cfg)
+    target.load_state_dict(old)
+    for key, value in source.state_dict().items():
+        assert torch.equal(target.state_dict()[key], value)

@@ -118,3 +118,16 @@ def test_params_cli_on_paper_configs(config, expected, capsys):
     for name, count in expected.items():
         assert int(counts[name]) == count, name
     assert "mixtape" in counts or not config.startswith("paper-")
+
+
+def test_matched_softmax_on_a_transformer_keeps_d_a_multiple_of_the_heads():
+    from audit.model.params import MATCH_TOLERANCE, size_step, solve_matched_size
+
+    base = ModelConfig(vocab_size=500, emb_size=32, hidden_size=64, n_layers=2, body="transformer", n_heads=4,
+                       positions="rotary", context_size=16)
+    target = count_params(ModelConfig(**{**base.to_dict(), "head": "mos", "head_options": {"experts": 3}}))
+    solved = solve_matched_size(target, base)
+    assert size_step(base) == 8 and solved.emb_size % 8 == 0
+    assert abs(count_params(solved) - target) <= MATCH_TOLERANCE * target
+    bigger = ModelConfig(**{**base.to_dict(), "emb_size": solved.emb_size + 8})
+    assert count_params(bigger) > target   # the largest d that fits, the MLP width closed the gap

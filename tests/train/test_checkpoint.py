@@ -177,7 +177,7 @@ def test_weights_that_do_not_reproduce_their_logged_loss_are_retrained(finished,
     last = out / "work" / "last.pt"
     blob = torch.load(last, weights_only=False)
     tampered = blob["trainer"]["average"] or blob["trainer"]["model"]
-    key = "rnns.0.lstm.weight_ih_l0"  # (not the tied embedding: its twin key would overwrite it)
+    key = "body.rnns.0.lstm.weight_ih_l0"  # (not the tied embedding: its twin key would overwrite it)
     tampered[key] = tampered[key] + 1e-3
     torch.save(blob, last)
     metrics, lines = run(settings, ptb_corpus, out)

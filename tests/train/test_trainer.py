@@ -1,4 +1,5 @@
 import json
+import math
 import os
 import signal
 import subprocess
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from audit.train.trainer import batchify, sequence_lengths, train
+from audit.train.trainer import Trainer, batchify, sequence_lengths, train
 from helpers import comparable, tiny_settings
 
 
@@ -83,8 +84,8 @@ def test_averaging_starts_on_the_trigger_and_evaluation_uses_the_average(ptb_cor
     assert first["switched_to_asgd"] and trainer.average is not None and trainer.history == []
     second = trainer.run_epoch()
     assert second["averaging"] and trainer.eval_model() is trainer.average.module
-    current = dict(trainer.model.named_parameters())["rnns.0.lstm.weight_ih_l0"]
-    averaged = dict(trainer.average.module.named_parameters())["rnns.0.lstm.weight_ih_l0"]
+    current = dict(trainer.model.named_parameters())["body.rnns.0.lstm.weight_ih_l0"]
+    averaged = dict(trainer.average.module.named_parameters())["body.rnns.0.lstm.weight_ih_l0"]
     assert not torch.equal(current, averaged)
 
 
@@ -167,3 +168,22 @@ def test_anisotropy_of_parallel_and_opposite_inputs():
     assert out["input_cosine"] == pytest.approx(-1 / 3)
     assert out["output_singular_values"] == pytest.approx([4.0, 3.0])
     assert out["valid_loss"] == pytest.approx(np.log(4))
+
+
+def test_adamw_follows_warmup_then_cosine(ptb_corpus):
+    from helpers import TRANSFORMER, TRANSFORMER_TRAIN
+
+    from audit.train.schedule import warmup_cosine
+
+    trainer = Trainer(tiny_settings(epochs=2, model=TRANSFORMER, **TRANSFORMER_TRAIN), str(ptb_corpus),
+                      log=lambda m: None)
+    assert isinstance(trainer.optimizer, torch.optim.AdamW)
+    first = trainer.run_epoch()
+    # 6000 tokens in 10 streams: 599 rows, 30 chunks of 20 per epoch
+    assert trainer.step == trainer.total_steps() // 2 == 30
+    second = trainer.run_epoch()
+    assert trainer.step == 60
+    lr = trainer.optimizer.param_groups[0]["lr"]
+    assert lr == pytest.approx(3e-3 * warmup_cosine(59, 5, 60)) and lr < 3e-3 * 0.01
+    assert second["valid_loss"] < first["valid_loss"] < math.log(len(trainer.vocab))  # it learns
+    assert trainer.average is None  # no ASGD with adamw

@@ -1,0 +1,103 @@
+"""The AWD-LSTM body: embedded ids through a stack of LSTM layers d -> H -> ... -> H -> d'.
+
+Regularisers of Merity et al. (2018): embedding dropout, locked (variational) dropout on inputs,
+between layers and on the output, DropConnect on each layer's hidden-to-hidden weights, and
+(for the fair-capacity comparison) Gaussian noise on the input embeddings. DropConnect is
+applied through ``torch.func.functional_call`` with the dropped matrix passed in for the call,
+so the module's parameters are never reassigned: the old ``flatten_parameters`` trick of the
+reference code breaks on current PyTorch.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.func import functional_call
+
+
+def locked_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+    """Dropout with one mask per sequence, shared over time. x: (T, B, n)."""
+    if not training or p == 0:
+        return x
+    mask = x.new_empty(1, x.size(1), x.size(2)).bernoulli_(1 - p) / (1 - p)
+    return x * mask
+
+
+def embedding_dropout(embed: nn.Embedding, words: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+    """Drop whole words (rows of the embedding matrix), rescaling the rest by 1 / (1 - p)."""
+    weight = embed.weight
+    if training and p > 0:
+        mask = weight.new_empty(weight.size(0), 1).bernoulli_(1 - p) / (1 - p)
+        weight = weight * mask
+    return F.embedding(words, weight)
+
+
+class WeightDropLSTM(nn.Module):
+    """One LSTM layer with DropConnect on ``weight_hh_l0`` (fresh mask per forward call)."""
+
+    def __init__(self, n_in: int, n_out: int, wdrop: float):
+        super().__init__()
+        self.lstm = nn.LSTM(n_in, n_out)
+        self.wdrop = wdrop
+
+    def forward(self, x, hidden):
+        if not (self.training and self.wdrop > 0):
+            return self.lstm(x, hidden)
+        # cuDNN wants every weight of the LSTM as a view into one flat buffer; the dropped
+        # matrix is a fresh tensor each call, so on a GPU cuDNN warns and packs the weights into
+        # a new buffer every training step. Writing the mask into the flat buffer in place would
+        # cut the autograd path to the undropped weight, so we pay the copy: 0.3 ms per call on
+        # the CPU (functional_call), the GPU figure is owed (README "On GPUs"). Evaluation
+        # (training=False) takes the flat path above.
+        params = dict(self.lstm.named_parameters())
+        params["weight_hh_l0"] = F.dropout(params["weight_hh_l0"], self.wdrop, training=True)
+        return functional_call(self.lstm, params, (x, hidden))
+
+
+class AWDLSTMBody(nn.Module):
+    """AWD-LSTM (``model.body: awd_lstm``, the default). Hidden state: one (h, c) pair of shape
+    (1, B, n) per layer, carried across BPTT chunks in training and evaluation."""
+
+    name = "awd_lstm"
+    output_box = 1.0  # the last layer's output o * tanh(c) lies in [-1, 1]^d' (audit.evaluate.argmax)
+
+    def __init__(self, cfg, embedding: nn.Embedding):
+        super().__init__()
+        self.cfg = cfg
+        # the model owns the embedding; a plain attribute, not a submodule, keeps it out of this
+        # body's state dict (the model's ``encoder.weight`` is its one entry)
+        self.__dict__["embedding"] = embedding
+        sizes = [cfg.emb_size] + [cfg.hidden_size] * (cfg.n_layers - 1) + [cfg.d_out]
+        self.rnns = nn.ModuleList(WeightDropLSTM(a, b, cfg.wdrop) for a, b in zip(sizes[:-1], sizes[1:]))
+        self.d_out = cfg.d_out
+
+    def init_embedding(self, weight: torch.Tensor) -> None:
+        nn.init.uniform_(weight, -0.1, 0.1)  # the reference decoder's init, tied
+
+    def init_hidden(self, batch_size: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        weight = self.embedding.weight
+        return [(weight.new_zeros(1, batch_size, rnn.lstm.hidden_size),
+                 weight.new_zeros(1, batch_size, rnn.lstm.hidden_size)) for rnn in self.rnns]
+
+    def forward(self, words: torch.Tensor, hidden):
+        """Run the LSTM stack. words: (T, B) ids.
+
+        Returns:
+            (dropped, raw, hidden): the last layer's output after and before its locked
+            dropout, both (T, B, d'), and the new hidden state.
+        """
+        cfg = self.cfg
+        x = embedding_dropout(self.embedding, words, cfg.dropoute, self.training)
+        if self.training and cfg.emb_noise > 0:
+            # The fair comparison's extra regulariser: N(0, 1) * sigma added to each looked-up
+            # (already dropped) input embedding, a fresh draw per token position and step.
+            x = x + torch.randn_like(x) * cfg.emb_noise
+        x = locked_dropout(x, cfg.dropouti, self.training)
+        new_hidden = []
+        for i, rnn in enumerate(self.rnns):
+            x, h = rnn(x, hidden[i])
+            new_hidden.append(h)
+            if i < len(self.rnns) - 1:
+                x = locked_dropout(x, cfg.dropouth, self.training)
+        return locked_dropout(x, cfg.dropout, self.training), x, new_hidden

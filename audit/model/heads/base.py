@@ -1,0 +1,160 @@
+"""The head protocol: what every output head, built-in or from outside, is and may expose.
+
+A head maps the body's output h, shape (T, B, d_in), to log-probabilities over the vocabulary,
+shape (T, B, V), normalised over the last axis. Built-in heads subclass ``Head`` (a tied decoder
+``l = W h + b`` and option checks); a head from outside the project may subclass it too or be
+any ``torch.nn.Module`` meeting ``HeadProtocol``: the registry (``audit.model.heads``) checks it
+with ``audit.model.importpath.check_head_class`` and fills the optional members it lacks from
+``HeadDefaults``, so the trainer, the evaluator and the measurements see one interface. Sources
+and deviations from the reference code of the built-in heads: shared/reference/protocol.md,
+section 1. The guide for outside heads is docs/heads.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from audit.errors import AuditError
+from audit.model.options import HEAD_OPTIONS
+
+
+@dataclass
+class HeadSpec:
+    """What a head is built from: the model it sits on and its options."""
+
+    d_in: int                      # size of the body's output the head reads (d')
+    embedding: nn.Embedding        # tied input/output embedding, V x d
+    options: dict = field(default_factory=dict)  # head-specific options from the config
+    decoder_bias: bool = True      # the bias adds one to the softmax log-P rank
+    model: object = None           # the whole ModelConfig (None outside a language model)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.embedding.weight.shape[0]
+
+
+@runtime_checkable
+class HeadProtocol(Protocol):
+    """The interface of a head. Required: built as ``cls(spec: HeadSpec)``, a ``torch.nn.Module``
+    whose ``forward(h)`` maps (T, B, d_in) to log-probabilities (T, B, V) with the positions
+    independent of each other (the Jacobian and the streaming evaluation rely on it).
+
+    Optional (``HeadDefaults`` supplies them when a class lacks them):
+
+    - ``defaults``: dict of the options the head accepts with their defaults (its options'
+      schema: an option not in it is refused at config-check time); None accepts any option.
+    - ``check_options(options)`` (classmethod): raise ValueError with the reason when an
+      option's value is bad; called at config-check time with the defaults filled in.
+    - ``transformed_logits(h)``: f(l), the logits after the head's element-wise map,
+      (T, B, V), or None; its spectrum is measured as ``f_logits_*``.
+    - ``from_logits(l)``: log-P from the decoder logits l = W h + b, or None (mixtures).
+    - ``extra_param_groups()``: optimiser groups with their own settings; every other
+      trainable parameter goes to the main group.
+    - ``output_layer()``: (W (V, d), b (V,) or None), the output layer read by the measurements
+      of a linear layer (argmaxability), or None when there is none.
+    - ``projects_input``: True when the head reads a d_in different from the embedding size.
+    """
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor: ...
+
+
+class HeadDefaults:
+    """The optional members of ``HeadProtocol`` for a head that does not define them."""
+
+    name = "head"
+    defaults: dict | None = None
+    projects_input = True  # an outside head sizes its own input
+
+    @classmethod
+    def check_options(cls, options: dict) -> None:
+        """Nothing to check beyond the option names."""
+
+    def transformed_logits(self, h: torch.Tensor) -> torch.Tensor | None:
+        return None
+
+    def from_logits(self, logits: torch.Tensor) -> torch.Tensor | None:
+        return None
+
+    def extra_param_groups(self) -> list[dict]:
+        return []
+
+    def output_layer(self) -> tuple[torch.Tensor, torch.Tensor | None] | None:
+        return None
+
+
+class Head(nn.Module):
+    """Base class: a tied decoder ``l = W h + b`` plus a head-specific map to log-probs."""
+
+    name = "base"
+    projects_input = False  # True for heads that map d_in to the embedding size themselves
+    defaults: dict = {}     # the options a head accepts, with their defaults (audit.model.options)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # built-in heads read their options from one table, readable without torch; a subclass
+        # from outside that writes its own ``defaults`` keeps them
+        if cls.name in HEAD_OPTIONS and "defaults" not in cls.__dict__:
+            cls.defaults = HEAD_OPTIONS[cls.name]
+
+    def __init__(self, spec: HeadSpec):
+        super().__init__()
+        self.embedding = spec.embedding  # shared module: its weight is counted once
+        vocab, emb = spec.embedding.weight.shape
+        if spec.d_in != emb and not self.projects_input:
+            raise AuditError(f"head {self.name!r} needs d_in == embedding size, got {spec.d_in} != {emb}")
+        unknown = sorted(set(spec.options) - set(self.defaults))
+        if unknown:
+            known = ", ".join(sorted(self.defaults)) or "none"
+            raise AuditError(f"head {self.name!r}: unknown option {unknown[0]!r}; known options: {known}")
+        self.options = {**self.defaults, **spec.options}
+        self.vocab_size, self.emb_size, self.d_in = vocab, emb, spec.d_in
+        self.bias = nn.Parameter(torch.zeros(vocab)) if spec.decoder_bias else None
+
+    @classmethod
+    def check_options(cls, options: dict) -> None:
+        """Raise ValueError for a bad option value (config-check time); built-in heads check
+        theirs when built (``option``)."""
+
+    def option(self, key: str, kind=float, low=None, high=None):
+        """An option converted to ``kind`` and range-checked (inclusive bounds)."""
+        value = self.options[key]
+        try:
+            value = kind(value)
+        except (TypeError, ValueError):
+            raise AuditError(f"head {self.name!r}: option {key} must be {kind.__name__}, got {value!r}") from None
+        if (low is not None and value < low) or (high is not None and value > high):
+            raise AuditError(f"head {self.name!r}: option {key}={value} outside [{low}, {high}]")
+        return value
+
+    def logits(self, h: torch.Tensor) -> torch.Tensor:
+        """Tied decoder logits, shape (..., V)."""
+        return F.linear(h, self.embedding.weight, self.bias)
+
+    def output_layer(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The tied decoder (W (V, d), b (V,) or None)."""
+        return self.embedding.weight, self.bias
+
+    def transformed_logits(self, h: torch.Tensor) -> torch.Tensor | None:
+        """f(l), the logits after the head's element-wise map, or None if it has none."""
+        return None
+
+    def from_logits(self, logits: torch.Tensor) -> torch.Tensor | None:
+        """log-P from the tied decoder logits l = W h + b, for heads whose log-P is a function of
+        l alone (the softmax family: an element-wise map, then log_softmax); None otherwise
+        (mixtures). ``audit.evaluate.gradient_share`` differentiates through it."""
+        return None
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def extra_param_groups(self) -> list[dict]:
+        """Optimiser groups with their own settings (e.g. PLIF's learning rate).
+
+        The trainer puts every other trainable parameter in the main group.
+        """
+        return []

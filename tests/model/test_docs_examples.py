@@ -1,0 +1,75 @@
+"""The complete examples of docs/heads.md and docs/bodies.md run as written: built into a language
+model, trained a step, counted for the capacity-matched softmax."""
+
+import math
+
+import pytest
+import torch
+
+from audit.config import check_study
+from audit.model.awd_lstm import LanguageModel, ModelConfig, count_parameters
+from audit.model.params import head_counts
+from tests.helpers import doc_example, write_package
+
+V = 50
+SIZES = {"emb_size": 8, "hidden_size": 16, "n_layers": 2}
+
+
+@pytest.fixture
+def docs_pkg(tmp_path, monkeypatch):
+    write_package(tmp_path, "docs_examples", {"heads_example": doc_example("heads.md"),
+                                               "bodies_example": doc_example("bodies.md")})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return "docs_examples"
+
+
+def test_heads_example_trains_and_normalises(docs_pkg):
+    path = f"{docs_pkg}.heads_example:TemperatureSoftmax"
+    torch.manual_seed(0)
+    model = LanguageModel(ModelConfig(vocab_size=V, head=path, head_options={"init_temperature": 2.0}, **SIZES))
+    words = torch.randint(0, V, (6, 3))
+    log_p, hidden, _, _ = model(words, model.init_hidden(3))
+    assert log_p.shape == (6, 3, V)
+    torch.testing.assert_close(log_p.exp().sum(-1), torch.ones(6, 3))
+    before = model.head.log_temperature.item()
+    torch.nn.functional.nll_loss(log_p.reshape(-1, V), words.reshape(-1)).backward()
+    torch.optim.SGD(model.parameters(), lr=1.0).step()
+    assert model.head.log_temperature.item() != before          # the temperature is trained
+    assert model.head.transformed_logits(torch.zeros(1, 1, 8)).shape == (1, 1, V)
+
+
+def test_heads_example_is_counted_and_matched(docs_pkg):
+    path = f"{docs_pkg}.heads_example:TemperatureSoftmax"
+    softmax = count_parameters(LanguageModel(ModelConfig(vocab_size=V, **SIZES)))
+    config = check_study({"study": "t", "seeds": [1], "model": SIZES,
+                          "heads": [{"name": "softmax"}, {"name": "tempered", "import": path},
+                                    {"name": "softmax_matched", "options": {"match": "tempered"}}]})
+    counts = {name: (n, cfg) for name, n, cfg in head_counts(config, "ptb", V)}
+    assert counts["softmax"][0] == softmax
+    assert counts["tempered"][0] == softmax + 1                  # one learned temperature
+    # one parameter more than softmax: the nearest softmax is softmax itself (d unchanged)
+    assert counts["softmax_matched"][1].emb_size == SIZES["emb_size"]
+    assert counts["softmax_matched"][0] == softmax
+
+
+def test_bodies_example_streams_counts_and_trains(docs_pkg, ptb_corpus):
+    from helpers import tiny_settings
+
+    from audit.train.trainer import Trainer
+
+    path = f"{docs_pkg}.bodies_example:GRUBody"
+    torch.manual_seed(0)
+    model = LanguageModel(ModelConfig(vocab_size=V, body=path, emb_size=8, dropout=0.0)).eval()
+    d = 8
+    # tied embedding V d, one GRU layer 3 (d d + d d + 2 d), decoder bias V
+    assert count_parameters(model) == V * d + 3 * (2 * d * d + 2 * d) + V
+    words = torch.randint(0, V, (9, 2))
+    whole = model(words, model.init_hidden(2))[0]
+    hidden, parts = model.init_hidden(2), []
+    for start in (0, 4):                       # the carried state makes chunks equal one pass
+        log_p, hidden, _, _ = model(words[start:start + 5 if start else 4], hidden)
+        parts.append(log_p)
+    torch.testing.assert_close(torch.cat(parts), whole)
+    trainer = Trainer(tiny_settings(epochs=1, model={"body": path}), str(ptb_corpus), log=lambda m: None)
+    row = trainer.run_epoch()
+    assert row["valid_loss"] < math.log(len(trainer.vocab))   # it learns something in one epoch
