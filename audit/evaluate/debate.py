@@ -1,0 +1,87 @@
+"""The measurements of the debate since 2021 for one evaluated run (issue 24; README "Runs table").
+
+``audit.evaluate.run`` calls these on the loaded model; each returns eval.json fields, with
+``None`` and a ``*_note`` saying why where a head has no such measurement (never a made-up
+number):
+
+- ``argmax_fields``: unargmaxable tokens (``audit.evaluate.argmax``) of every head whose log-P is
+  a softmax of ``W x + b`` after an increasing element-wise map (softmax, the capacity-matched
+  softmax, sigsoftmax, GSS, PLIF and its frozen control: ``from_logits`` is not None), with x the
+  last LSTM layer's output in [-1, 1]^d; and of MoC, whose one softmax reads W xbar + b with
+  xbar a convex combination of tanh contexts, in the same box. MoS, its uniform-gate ablation
+  and Mixtape have no exact test: not measured.
+- ``hidden_gap_fields``: the hidden size read from the double-centred log-P spectrum
+  (``audit.evaluate.hidden_gap``), with its positive control on the softmax heads (d_hat == d).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import torch
+
+from audit.evaluate import argmax, hidden_gap
+
+ARGMAX_COLUMNS = ["token", "word", "status", "train_count"]
+# heads whose double-centred log-P has rank exactly d (the positive control of hidden_gap_ok)
+SOFTMAX_HEADS = ("softmax", "softmax_matched")
+
+
+def exact_argmax_head(head) -> bool:
+    """Whether the tiered exact test applies: a softmax of W x + b after an increasing map
+    (``from_logits``), or MoC's one softmax over W xbar + b (``transformed_logits`` of a head
+    with ``contexts``)."""
+    w = head.embedding.weight
+    if head.from_logits(torch.zeros(1, head.vocab_size, dtype=w.dtype, device=w.device)) is not None:
+        return True
+    return hasattr(head, "contexts") and \
+        head.transformed_logits(torch.zeros(1, head.d_in, dtype=w.dtype, device=w.device)) is not None
+
+
+def argmax_fields(head, train_ids: torch.Tensor, vocab: list[str], options: dict) -> tuple[dict, pd.DataFrame]:
+    """eval.json fields of the argmax test and the table of its unargmaxable and unresolved tokens.
+
+    Args:
+        head: the run's head (eval mode).
+        train_ids: (N,) the training split's token ids: the tokens' training frequencies.
+        vocab: the run's vocabulary (words of the table).
+        options: ``evaluate.argmax`` (``lp_budget``, ``patience``, ``seed``).
+
+    Returns:
+        (fields, table): fields ``ArgmaxResult.summary()`` plus ``argmax_box``, or ``unargmaxable``
+        None with ``argmax_note``; table ``ARGMAX_COLUMNS``, one row per token proved
+        unargmaxable or left unresolved, with its count in the training split.
+    """
+    if not exact_argmax_head(head):
+        return ({"unargmaxable": None, "argmax_unresolved": None,
+                 "argmax_note": f"not measured: {head.name} is a mixture of softmaxes, which has no exact test "
+                                "(a witness search would give only a lower bound on the argmaxable tokens)"},
+                pd.DataFrame(columns=ARGMAX_COLUMNS))
+    box = argmax.BOX_BY_BODY["awd_lstm"]
+    W = head.embedding.weight.detach().double().cpu().numpy()
+    b = None if head.bias is None else head.bias.detach().double().cpu().numpy()
+    result = argmax.check(W, b, box=box, seed=options["seed"], patience=options["patience"],
+                          lp_budget=options["lp_budget"])
+    counts = np.bincount(train_ids.cpu().numpy(), minlength=len(vocab))
+    tokens = np.concatenate([result.unargmaxable, result.unresolved]).astype(np.int64)
+    table = pd.DataFrame({"token": tokens, "word": [vocab[t] for t in tokens],
+                          "status": ["unargmaxable"] * result.unargmaxable.size + ["unresolved"] * result.unresolved.size,
+                          "train_count": counts[tokens]})
+    return {**result.summary(), "argmax_box": box}, table[ARGMAX_COLUMNS]
+
+
+def hidden_gap_fields(sv: np.ndarray, head_name: str, d: int) -> dict:
+    """eval.json fields of the hidden-size estimate from the double-centred log-P spectrum.
+
+    Args:
+        sv: singular values of the double-centred log-P rows, descending.
+        head_name: the run's head type (``settings["head"]``).
+        d: the output embedding size (columns of W).
+
+    Returns:
+        ``hidden_gap_dim``, ``hidden_gap_ratio`` (inf: the drop to unresolved values) and
+        ``hidden_gap_ok``: d_hat == d on the softmax heads, None on the others (no known rank).
+    """
+    dim, ratio = hidden_gap.largest_gap(sv)
+    return {"hidden_gap_dim": dim, "hidden_gap_ratio": ratio,
+            "hidden_gap_ok": (dim == d) if head_name in SOFTMAX_HEADS else None}
