@@ -15,7 +15,7 @@ import torch
 
 from audit.train import progress, trainer as trainer_module
 from audit.train.trainer import train
-from helpers import comparable
+from helpers import TINY_EVALUATE, comparable
 from support.fake_cuda import simulated_cuda
 from support.gpu_budget import HEADS, measure_training, settings_for
 
@@ -68,7 +68,7 @@ def test_killed_run_resumes_and_evaluates_on_the_device(head, ptb_corpus, mirror
     settings = settings_for(head, train_tokens=2000, bptt=10)
     # the Jacobian runs under torch.func, whose own tensor wrappers hide the device from the
     # simulation (it reports their ops as mixed): left out here, listed in README "owed"
-    settings["evaluate"]["jacobian"]["contexts"] = 0
+    options = {**TINY_EVALUATE, "jacobian": {"contexts": 0}}
     with simulated_cuda() as sim:
         reference = train(settings, ptb_corpus, tmp_path / "ref", log=lambda m: None)
         with monkeypatch.context() as patch:
@@ -83,7 +83,8 @@ def test_killed_run_resumes_and_evaluates_on_the_device(head, ptb_corpus, mirror
         assert comparable(resumed) == comparable(reference)
 
         sim.take()
-        result = evaluate_run(tmp_path / "ref", str(ptb_corpus), str(mirror / "wordsim"), device="cuda")
+        result = evaluate_run(tmp_path / "ref", str(ptb_corpus), str(mirror / "wordsim"), device="cuda",
+                              options=options)
         record = sim.take()
     assert result["status"] == "ok" and math.isfinite(result["test_ppl"]) and result["press_rank"] >= 1
     test_tokens = settings["max_tokens"]["test"]
