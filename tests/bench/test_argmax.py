@@ -24,4 +24,4 @@ def test_the_command_prints_every_tier(capsys):
     out = capsys.readouterr().out
     for tier in ("witness", "dominated", "braid", "lp"):
         assert f"| {tier} |" in out
-    assert "the planted ones among them: yes" in out and "seconds per LP" in out
+    assert "the planted ones among them: yes" in out and "CPU seconds per LP" in out
