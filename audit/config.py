@@ -8,8 +8,9 @@ Snakemake's ``validate`` uses too). The statistics sections live under the schem
 schema cannot say (unique names) is checked beside. ``schema_defaults`` hands a section's
 defaults to code that needs them at import (``ModelConfig``, the stats ``Settings``), without
 torch. ``run_settings`` cuts out of a
-study exactly what one (corpus, head, seed) run depends on, so that a Snakemake rule can use it
-as ``params`` and rerun only when those settings change.
+study exactly what one (corpus, head, seed) run depends on; ``train_settings`` of it is the train
+rule's ``params`` and its ``evaluate`` section the evaluate rule's, so that each rule reruns only
+when its own settings change.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ SCHEMA_PATH = Path(__file__).resolve().parent.parent / "configs" / "schema.yaml"
 # train settings that hold for the whole study (one GPU pool): an arm may not override them, and
 # they stay out of a run's settings, so changing them never makes finished runs look out of date
 STUDY_WIDE_TRAIN_KEYS = ("runs_per_gpu", "oom_retries", "gpu_memory_gb", "gpu_memory_margin")
+# run-settings keys only the evaluate job reads: out of the train job's params (``train_settings``)
+EVALUATE_KEYS = ("evaluate",)
 # sections of a study that `python -m audit stats` reads (rules/stats.smk writes them out)
 STATS_SECTIONS = ("comparisons", "correlations", "claims", "claims_file", "stats", "published", "evidence")
 # what a schema cannot say: these keys name their entries uniquely within a section
@@ -361,7 +364,9 @@ def head_entry(config: dict, name: str) -> dict:
 
 
 def run_settings(config: dict, corpus: str, name: str, seed: int) -> dict:
-    """Everything one run depends on, as a JSON-serialisable dict (used as Snakemake params)."""
+    """Everything one run's train and evaluate jobs depend on, as a JSON-serialisable dict (the
+    jobs' resources are sized from it). The train job's params are ``train_settings`` of it, the
+    evaluate job's ``settings["evaluate"]``."""
     entry = head_entry(config, name)
     match = entry["options"].get("match") if entry["head"] == "softmax_matched" else None
     settings = {
@@ -388,14 +393,21 @@ def run_settings(config: dict, corpus: str, name: str, seed: int) -> dict:
     return settings
 
 
+def train_settings(settings: dict) -> dict:
+    """``run_settings`` less what only evaluation reads (``EVALUATE_KEYS``): the train rule's params
+    and the settings ``python -m audit train`` records, so that changing an ``evaluate:`` option
+    reruns the evaluate jobs and never retrains a run."""
+    return {k: v for k, v in settings.items() if k not in EVALUATE_KEYS}
+
+
 def settings_text(settings: dict) -> str:
     """Run settings as canonical JSON: the same settings always give the same string."""
     return json.dumps(settings, sort_keys=True)
 
 
 def settings_json(config: dict, corpus: str, name: str, seed: int) -> str:
-    """``run_settings`` as canonical JSON (``settings_text``)."""
-    return settings_text(run_settings(config, corpus, name, int(seed)))
+    """The train rule's ``--settings``: ``train_settings`` of ``run_settings`` as canonical JSON."""
+    return settings_text(train_settings(run_settings(config, corpus, name, int(seed))))
 
 
 def main(argv: list[str]) -> int:

@@ -16,7 +16,10 @@ Model (every constant below says where it comes from):
   are assumed to help only as sqrt(threads), which errs long.
 - Evaluation: one forward pass over the test split plus the log-P spectrum, whose Gram matrix
   (audit/evaluate/spectrum.py) costs m n^2 + 2 k^3 flops at the rate measured by
-  ``python -m audit bench spectrum`` (README, Benchmarks).
+  ``python -m audit bench spectrum`` (README, Benchmarks); the hidden-size gap repeats the
+  forward pass over the spectrum's contexts and the spectrum (``evaluate.hidden_gap``), and the
+  argmax test of the heads with an exact one costs its cheap tiers (V^2 d) plus at most
+  ``evaluate.argmax.lp_budget`` LPs (``python -m audit bench argmax``).
 
 Then a safety factor, a floor (short jobs still need imports and a queue slot) and a ceiling
 (``AUDIT_SLURM_MAX_MINUTES``, default 1440 = 24 h, the usual partition limit): a run that needs
@@ -75,6 +78,13 @@ CPU_ANCHORS = [
 GRAM_FLOPS = (82_429 * 10_000**2 + 2 * 10_000**3) / 405.8
 
 STARTUP_SECONDS = 120  # imports, corpus load, model build, final save
+# the argmax test (audit/evaluate/argmax.py, on the CPU even in a GPU job): issue 24 measured one
+# LP at V = 10,000, d = 400 in 5.5-11 s (`bench argmax` here: 5.2 CPU-s), the upper figure is
+# taken; the witness, dominated and braid tiers took 8.0 CPU-s at that size and scale as V^2 d
+ARGMAX_LP_SECONDS = 11.0
+ARGMAX_CHEAP_SECONDS = 8.0 / (10_000**2 * 400)
+# heads with the exact test (audit/evaluate/debate.py: an increasing map of W x + b, or MoC)
+EXACT_ARGMAX_HEADS = ("softmax", "softmax_matched", "sigsoftmax", "gss", "plif", "plif_frozen", "moc")
 SAFETY = {"gpu": 1.5, "cpu": 2.0}  # V100 figures vary by GPU (K80 ~3x slower: SF README)
 MIN_MINUTES = 10
 DEFAULT_MAX_MINUTES = 24 * 60
@@ -196,12 +206,21 @@ def spectrum_shape(settings: dict) -> tuple[int, int]:
 
 
 def evaluate_minutes(settings: dict) -> int:
-    """SLURM ``runtime`` of an evaluation job: test and validation forward passes, spectrum."""
+    """SLURM ``runtime`` of an evaluation job: test and validation forward passes, spectrum, the
+    hidden-gap pass (a second forward over the spectrum's contexts and a second spectrum) and the
+    argmax test."""
     gpu = uses_gpu(settings)
-    forward = seconds_per_token(settings, gpu) / 3 * (tokens(settings, "test") + tokens(settings, "valid"))
+    options = settings["evaluate"]
     m, n = spectrum_shape(settings)
     k = min(m, n)
-    return _minutes(forward + (m * n * k + 2 * k**3) / GRAM_FLOPS, gpu)
+    passes = 2 if options["hidden_gap"] else 1
+    forward = seconds_per_token(settings, gpu) / 3 * (tokens(settings, "test") + tokens(settings, "valid")
+                                                      + (passes - 1) * m)
+    argmax = 0.0
+    if settings["head"] in EXACT_ARGMAX_HEADS:
+        argmax = ARGMAX_CHEAP_SECONDS * n * n * _dims(settings)["emb_size"] \
+            + ARGMAX_LP_SECONDS * options["argmax"]["lp_budget"]
+    return _minutes(forward + passes * (m * n * k + 2 * k**3) / GRAM_FLOPS + argmax, gpu)
 
 
 def _mb(n_bytes: float, gpu: bool) -> int:

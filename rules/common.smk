@@ -7,6 +7,7 @@ import yaml
 from snakemake.utils import update_config
 
 from audit.config import check_study, run_settings, settings_text, stats_sections, write_yaml
+from audit.config import train_settings as _train_settings
 from audit.memory import check_plan as check_memory_plan
 from audit.device import job_gpu_slots, job_gpus, pool_size
 from audit.errors import AuditError
@@ -137,7 +138,14 @@ def job_settings(wildcards):
 
 
 def train_settings(wildcards):
-    return settings_text(job_settings(wildcards))
+    """The train rule's params: the run settings less the evaluate options, so that a change of
+    an `evaluate:` option reruns only the evaluate jobs (evaluate_options)."""
+    return settings_text(_train_settings(job_settings(wildcards)))
+
+
+def evaluate_options(wildcards):
+    """The evaluate rule's params: the run's `evaluate:` options as canonical JSON."""
+    return settings_text(job_settings(wildcards)["evaluate"])
 
 
 def train_threads(wildcards):

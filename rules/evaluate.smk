@@ -1,4 +1,5 @@
-# Evaluate: test perplexity, log-P spectrum and ranks, word similarity; then the runs table.
+# Evaluate: test perplexity, log-P spectrum and ranks, word similarity, unargmaxable tokens, the
+# logit-gradient share, the hidden-size gap; then the runs table.
 from audit import resources as sizing  # SLURM runtime (minutes) and mem_mb from the study's size
 
 
@@ -14,9 +15,11 @@ rule evaluate:
         sentences=f"{RUN_DIR}/sentences.npz",  # test NLL per line, for the multi-bootstrap
         pairs=f"{RUN_DIR}/wordsim_pairs.csv",
         topk=f"{RUN_DIR}/topk.csv",
+        argmax=f"{RUN_DIR}/argmax_tokens.csv",  # unargmaxable / unresolved tokens, training counts
     params:
         run_dir=RUN_DIR,
         wordsim_dir=f"{DATA}/wordsim",
+        options=evaluate_options,  # a change of evaluate options reruns this rule, not train
     threads: train_threads
     retries: JOB_RETRIES  # out of GPU memory: rerun on a GPU of its own (train_gpus), resuming
     resources:
@@ -29,7 +32,7 @@ rule evaluate:
         f"{RUN_DIR}/benchmark_evaluate.tsv"
     shell:
         "AUDIT_GPU_SLOTS={resources.gpu} python -m audit evaluate --run-dir {params.run_dir} --corpus {input.corpus} "
-        "--wordsim-dir {params.wordsim_dir} > {log} 2>&1"
+        "--wordsim-dir {params.wordsim_dir} --options {params.options:q} > {log} 2>&1"
 
 
 rule runs_table:

@@ -1,6 +1,9 @@
 """Tiny run settings for fast training tests."""
 
-from audit.config import check_study, run_settings
+from audit.config import check_study, run_settings, train_settings
+
+# the evaluate options of the tiny runs (evaluate_run's ``options``; no longer in the run settings)
+TINY_EVALUATE = {"contexts": 300, "argmax": {"lp_budget": 20}, "gradient_share": {"contexts": 300}}
 
 
 # a tiny Transformer and the training it needs (tiny_settings(model=TRANSFORMER, **TRANSFORMER_TRAIN))
@@ -10,6 +13,7 @@ TRANSFORMER_TRAIN = {"optimizer": "adamw", "lr": 3e-3, "warmup_steps": 5, "wdeca
 
 
 def tiny_settings(head="softmax", seed=1, epochs=2, train_tokens=6000, model=None, **train):
+    """The train settings (``audit.config.train_settings``) of one tiny run."""
     config = check_study({
         "study": "tiny", "seeds": [seed], "heads": [{"name": head}],
         "data": {"max_tokens": {"train": train_tokens, "valid": 1000, "test": 1000}},
@@ -17,9 +21,8 @@ def tiny_settings(head="softmax", seed=1, epochs=2, train_tokens=6000, model=Non
                   "dropouth": 0.1, "dropout": 0.1, "wdrop": 0.2, **(model or {})},
         "train": {"epochs": epochs, "batch_size": 10, "bptt": 20, "asgd": "nt", "nonmono": 1,
                   "threads": 1, "device": "cpu", **train},
-        "evaluate": {"contexts": 300},
     })
-    return run_settings(config, "ptb", head, seed)
+    return train_settings(run_settings(config, "ptb", head, seed))
 
 
 # wall-clock and CPU-time fields differ between any two runs; everything else a run computes must be identical

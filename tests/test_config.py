@@ -75,7 +75,12 @@ def test_run_settings_merge_head_overrides_and_are_canonical():
     assert settings["model"]["emb_size"] == 8 and settings["train"]["lr"] == 1.0
     assert settings["model"]["hidden_size"] == 1150 and settings["seed"] == 2
     text = settings_json(config, "ptb", "big", 2)
-    assert json.loads(text) == settings
+    # the train rule's settings: the run's less its evaluate options (they rerun evaluate jobs only)
+    assert json.loads(text) == {k: v for k, v in settings.items() if k != "evaluate"}
+    assert settings["evaluate"] == config["evaluate"]
+    other_evaluate = check_study(minimal(heads=[{"name": "softmax"}, {"name": "big", "head": "softmax",
+                                        "model": {"emb_size": 8}, "train": {"lr": 1.0}}], evaluate={"contexts": 50}))
+    assert settings_json(other_evaluate, "ptb", "big", 2) == text
     # canonical: the same settings written in another key order give the same string ...
     reordered = check_study({"heads": [{"train": {"lr": 1.0}, "model": {"emb_size": 8}, "head": "softmax", "name": "big"},
                                        {"name": "softmax"}],

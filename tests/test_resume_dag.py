@@ -121,3 +121,26 @@ def test_a_truncated_checkpoint_is_discarded_with_a_warning(workdir, mirror):
     assert comparable(metrics(workdir)) == comparable(before)
     log = (workdir / LOG).read_text()
     assert f"warning: checkpoint {RUN}/work/last.pt is unreadable (" in log and "epoch    1 |" in log
+
+
+@pytest.mark.slow
+def test_changed_evaluate_options_rerun_only_the_evaluate_job(workdir, mirror):
+    # users' story: refresh one table without retraining anything. The train rule's params hold
+    # no evaluate option (audit.config.train_settings); the evaluate rule's --options hold them all.
+    target = (f"{RUN}/eval.json", "--configfile", "configs/resume.yaml")
+    proc = snakemake(workdir, *target, mirror=mirror)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    counts = job_counts(proc.stdout + proc.stderr)
+    assert counts["evaluate"] == 1 and "train" not in counts   # (and the word-similarity files)
+    assert json.loads((workdir / RUN / "eval.json").read_text())["contexts"] == 100
+    before = metrics(workdir)
+    config = json.loads(json.dumps(CONFIG))
+    config["evaluate"] = {"contexts": 50, "argmax": {"lp_budget": 3}}
+    write_config(workdir, config)
+    proc = snakemake(workdir, *target, mirror=mirror)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    counts = job_counts(proc.stdout + proc.stderr)
+    assert counts["evaluate"] == 1 and "train" not in counts, counts   # no train job
+    assert metrics(workdir) == before
+    result = json.loads((workdir / RUN / "eval.json").read_text())
+    assert result["contexts"] == 50 and result["argmax_lp_tokens"] <= 3

@@ -67,3 +67,22 @@ def test_sentence_files_are_gathered_by_run(tmp_path):
         main(["--runs", *map(str, dirs), "--out", str(tmp_path / "r.csv"), "--pairs-out", str(tmp_path / "p.csv"),
               "--sentences-out", str(tmp_path / "s.npz")])
     assert not (tmp_path / "r.csv").exists() and not (tmp_path / "s.npz").exists()   # nothing half-written
+
+
+def test_the_measurements_since_2021_become_columns(tmp_path):
+    run = _run(tmp_path, "softmax", 1)
+    result = json.loads((run / "eval.json").read_text())
+    result.update(unargmaxable=0, argmax_unresolved=3, argmax_seconds=1.5, gradient_share=0.25,
+                  gradient_norm_share=0.5, gradient_share_tokens=100, hidden_gap_dim=400,
+                  hidden_gap_ratio=float("inf"), hidden_gap_ok=True)
+    (run / "eval.json").write_text(json.dumps(result))
+    mos = _run(tmp_path, "mos", 1)
+    result = json.loads((mos / "eval.json").read_text())
+    result.update(unargmaxable=None, argmax_note="not measured: mos is a mixture", gradient_share=0.75)
+    (mos / "eval.json").write_text(json.dumps(result))
+    runs = collect([run, mos])[0].set_index("head")
+    assert runs.loc["softmax", "unargmaxable"] == 0 and runs.loc["softmax", "argmax_unresolved"] == 3
+    assert runs.loc["softmax", "hidden_gap_dim"] == 400 and runs.loc["softmax", "hidden_gap_ok"] == True  # noqa: E712
+    assert runs.loc["softmax", "hidden_gap_ratio"] == float("inf")
+    assert pd.isna(runs.loc["mos", "unargmaxable"]) and runs.loc["mos", "argmax_note"].startswith("not measured")
+    assert list(runs["gradient_share"]) == [0.75, 0.25]

@@ -7,6 +7,7 @@
 ``step``: our training step against a plain nn.LSTM loop of the same shape (audit/bench/step.py).
 ``candidates``: candidate CPU model sizes against the unigram baseline (audit/bench/candidates.py).
 ``study``: where a study's CPU goes, the training steps' share of it (audit/bench/study.py).
+``argmax``: seconds and tokens settled per tier of the unargmaxable-token test at PTB paper size (audit/bench/argmax.py).
 ``gpu``: s/epoch, concurrent runs per GPU and projected GPU-hours of the paper configs (audit/bench/gpu.py).
 """
 
@@ -15,7 +16,8 @@ import sys
 
 BENCHMARKS = {"heads": "audit.bench.heads", "spectrum": "audit.bench.spectrum", "step": "audit.bench.step",
               "gpu": "audit.bench.gpu", "sequential": "audit.bench.sequential",
-              "study": "audit.bench.study", "candidates": "audit.bench.candidates"}
+              "study": "audit.bench.study", "candidates": "audit.bench.candidates",
+              "argmax": "audit.bench.argmax"}
 
 
 def main(argv: list[str]) -> int:

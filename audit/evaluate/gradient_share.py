@@ -10,8 +10,17 @@ bias direction) reaches the body's and the embedding's parameters through l, so 
     share = mean over tokens of ||P g||^2 / ||g||^2,    P the orthogonal projector onto col([W, 1]),
 
 the share of the *squared* norm (the share of the norm itself, mean ||P g|| / ||g||, is reported
-beside it as ``gradient_norm_share``). 1 means nothing is lost. Mixtures (MoS, MoC, Mixtape)
-have no single pre-map logit vector; they are not computed here.
+beside it as ``gradient_norm_share``). 1 means nothing is lost.
+
+Mixtures: MoC has one softmax over W xbar + b (xbar the prior-weighted context), so g = p - e_y
+with respect to those logits. MoS and its uniform-gate ablation have K component logit vectors
+l_k = W x_k + b, each reaching the parameters only through col([W, 1]); the gradient of -log p_y
+with respect to l_k is g_k = r_k (p_k - e_y), r_k the posterior weight of component k given y.
+Their share is that of the whole gradient, sum_k ||P g_k||^2 / sum_k ||g_k||^2: the components
+weighted by the mixture's own share of the gradient (a prior-weighted mean of per-component
+ratios would be undefined where r_k underflows to 0, and reduces to the same thing for K = 1).
+Mixtape's final logit of word x gates the components with per-word weights, so its gradient
+does not factor through one W: it is not computed (``pre_map`` returns None).
 """
 
 from __future__ import annotations
@@ -19,8 +28,10 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 import torch
+import torch.nn.functional as F
 
 from audit.errors import AuditError
+from audit.model.mixtures import mixture_log_probs
 
 
 def basis(W: np.ndarray) -> np.ndarray:
@@ -53,42 +64,79 @@ def shares(g: np.ndarray, Q: np.ndarray) -> np.ndarray:
     return (kept * kept).sum(axis=1) / total
 
 
+def pre_map(head):
+    """A function h -> (l, log_p_of) for the heads whose gradient factors through col([W, 1]):
+    ``l`` the pre-map logits as a leaf tensor of shape (n, K, V) (K = 1 but for MoS), and
+    ``log_p_of(l)`` the (n, V) log-probabilities from them. None for Mixtape (see the module
+    docstring). Heads are told apart by their interface, not their names: ``from_logits``
+    (softmax family), ``contexts`` with ``log_prior`` (MoS), and of those the ones with
+    ``transformed_logits`` (MoC: the logits of its one softmax)."""
+    probe = head.embedding.weight
+    if head.from_logits(torch.zeros(1, head.vocab_size, dtype=probe.dtype, device=probe.device)) is not None:
+        def softmax_family(h):
+            l = head.logits(h).detach().unsqueeze(1).requires_grad_(True)
+            return l, lambda l: head.from_logits(l[:, 0])
+        return softmax_family
+    if not hasattr(head, "contexts"):
+        return None
+    if head.transformed_logits(torch.zeros(1, head.d_in, dtype=probe.dtype, device=probe.device)) is not None:
+        def one_softmax(h):   # MoC: one softmax over W xbar + b
+            l = head.transformed_logits(h).detach().unsqueeze(1).requires_grad_(True)
+            return l, lambda l: F.log_softmax(l[:, 0], dim=-1)
+        return one_softmax
+
+    def mixture(h):   # MoS, MoS-uniform: K softmaxes over W x_k + b
+        l = head.logits(head.contexts(h)).detach().requires_grad_(True)
+        log_prior = head.log_prior(h).detach()
+        return l, lambda l: mixture_log_probs(l, log_prior)
+    return mixture
+
+
 class GradientShare:
     """Streaming observer (``audit.evaluate.run.stream_rows``, kind ``"h"``): the head's input
     blocks go by in order; the first ``limit`` positions are scored against ``targets``.
 
     Args:
-        head: a head whose ``from_logits`` is not None.
+        head: a head for which ``pre_map`` is not None (all but Mixtape).
         targets: (N,) the next token of every streamed position.
         limit: positions scored (None: all).
     """
 
     def __init__(self, head, targets: torch.Tensor, limit: int | None = None):
         w = head.embedding.weight
-        if head.from_logits(torch.zeros(1, head.vocab_size, dtype=w.dtype, device=w.device)) is None:
-            raise AuditError(f"gradient share: head {head.name!r} has no pre-map logits (a mixture)")
-        self.head, self.targets, self.limit = head, targets, limit
-        self.Q = basis(w.detach().cpu().numpy())
-        self._seen, self._sq, self._norm = 0, [], []
+        self.pre_map = pre_map(head)
+        if self.pre_map is None:
+            raise AuditError(f"gradient share: head {head.name!r} has no pre-map logits through W (per-word gates)")
+        self.head, self.limit = head, limit
+        # the basis and the targets go to the head's device once; every chunk's shares stay
+        # there and are read back once in summary() (a read per chunk would be a host sync
+        # per evaluation chunk on a GPU)
+        self.Q = torch.from_numpy(basis(w.detach().cpu().numpy())).to(w.device)
+        self.targets = targets.to(w.device)
+        self._seen, self._sq = 0, []
 
     def add(self, h: torch.Tensor) -> None:
         stop = self._seen + h.shape[0] if self.limit is None else min(self._seen + h.shape[0], self.limit)
         take = stop - self._seen
         if take > 0:
             with torch.enable_grad():
-                logits = self.head.logits(h[:take].detach()).detach().requires_grad_(True)
-                log_p = self.head.from_logits(logits)
-                y = self.targets[self._seen:stop].to(logits.device)
+                logits, log_p_of = self.pre_map(h[:take].detach())
+                log_p = log_p_of(logits)
+                y = self.targets[self._seen:stop]
                 g, = torch.autograd.grad(-log_p.gather(-1, y[:, None]).sum(), logits)
-            s = shares(g.double().cpu().numpy(), self.Q)
-            self._sq.append(s)
-            self._norm.append(np.sqrt(s))
+            # the whole gradient's share, sum_k ||P g_k||^2 / sum_k ||g_k||^2 (K = 1 but for
+            # MoS): float64, as the QR basis; a zero gradient gives NaN, refused in summary()
+            g = g.double()                                           # (n, K, V)
+            kept = g @ self.Q
+            self._sq.append((kept * kept).sum(dim=(1, 2)) / (g * g).sum(dim=(1, 2)))
         self._seen += h.shape[0]
 
     def summary(self) -> dict:
         """eval.json fields: ``gradient_share`` (squared norm), ``gradient_norm_share``, ``gradient_share_tokens``."""
-        sq = np.concatenate(self._sq) if self._sq else np.zeros(0)
+        sq = torch.cat(self._sq).cpu().numpy() if self._sq else np.zeros(0)
         if sq.size == 0:
             raise AuditError("gradient share: no token was scored")
-        return {"gradient_share": float(sq.mean()), "gradient_norm_share": float(np.concatenate(self._norm).mean()),
+        if not np.all(np.isfinite(sq)):
+            raise AuditError("gradient share: a token with a zero logit gradient (p = e_y exactly)")
+        return {"gradient_share": float(sq.mean()), "gradient_norm_share": float(np.sqrt(sq).mean()),
                 "gradient_share_tokens": int(sq.size)}

@@ -1,9 +1,13 @@
-"""Evaluate one trained run: test perplexity, log-P spectrum and ranks, word similarity.
+"""Evaluate one trained run: test perplexity, log-P spectrum and ranks, word similarity, and the
+measurements since 2021 (``audit.evaluate.debate``: unargmaxable tokens, the logit-gradient share,
+the hidden size read from the double-centred log-P).
 
 The test split is read as one continuous stream (batch size 1, hidden state carried across
 BPTT chunks, eval mode), as the reference code does. Every predicted position is one context,
 one row of the log-P matrix; the rows of the first ``contexts`` positions stream straight into
-``audit.evaluate.spectrum`` and are never stacked. Perplexity uses all test positions, normalised by the
+``audit.evaluate.spectrum`` and are never stacked; the gradient share and the column means of the
+double-centred log-P are observers of that same pass, and the double-centred rows stream in a
+second pass over the same contexts. Perplexity uses all test positions, normalised by the
 number of predicted tokens (the reference divides by one more, a ~0.003 ppl underestimate).
 """
 
@@ -20,7 +24,8 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from audit.evaluate import jacobian, spectrum, topk, wordsim
+from audit.config import check_section
+from audit.evaluate import debate, gradient_share, hidden_gap, jacobian, spectrum, topk, wordsim
 from audit.data.corpus import EOS, load as load_corpus
 from audit.errors import AuditError
 from audit.model.awd_lstm import LanguageModel, ModelConfig, perplexity
@@ -124,17 +129,23 @@ def save_npz(path: Path, arrays: dict) -> None:
 
 
 def evaluate_run(run_dir: str | os.PathLike, corpus_path: str, wordsim_dir: str,
-                 out_dir: str | os.PathLike | None = None, device: str | None = None) -> dict:
+                 out_dir: str | os.PathLike | None = None, device: str | None = None,
+                 options: dict | None = None) -> dict:
     """Evaluate ``run_dir`` (model.pt, metrics.json) and write eval.json, spectrum.npz,
     sentences.npz (``sentence_sums``: the test NLL per sentence, whose sum is test_loss x
-    test_tokens), wordsim_pairs.csv and topk.csv into ``out_dir`` (default: the run folder). A failed run is
+    test_tokens), wordsim_pairs.csv, topk.csv and argmax_tokens.csv (``debate.ARGMAX_COLUMNS``)
+    into ``out_dir`` (default: the run folder). A failed run is
     recorded as failed without evaluating anything. ``device`` None: the run's ``train.device``,
-    the setting its job's GPU request (rules/evaluate.smk) was planned from."""
+    the setting its job's GPU request (rules/evaluate.smk) was planned from. ``options``: the
+    study's ``evaluate:`` section (rules/evaluate.smk passes it; missing keys take the schema's
+    defaults, None all of them)."""
     run_dir = Path(run_dir)
     out = Path(out_dir or run_dir)
+    options = check_section("evaluate", options or {}, "evaluate options")
     metrics = json.loads((run_dir / "metrics.json").read_text())
     settings = metrics["settings"]
     result = {"status": metrics["status"]}
+    argmax_table = pd.DataFrame(columns=debate.ARGMAX_COLUMNS)
     pairs = pd.DataFrame(columns=["benchmark", "word1", "word2", "gold", "cosine"])
     top_table = pd.DataFrame(columns=TOPK_COLUMNS)
     arrays = {}
@@ -147,27 +158,49 @@ def evaluate_run(run_dir: str | os.PathLike, corpus_path: str, wordsim_dir: str,
         if corpus.vocab != vocab:
             raise AuditError(f"{corpus_path}: vocabulary differs from the one {run_dir / 'model.pt'} was trained on")
         test = corpus.test[: (settings.get("max_tokens") or {}).get("test") or None]
-        contexts = settings["evaluate"]["contexts"]
+        contexts = options["contexts"]
         limit = None if contexts == "all" else min(int(contexts), test.numel() - 1)
         bptt = settings["train"]["bptt"]
         sentence_of, sentence_tokens = sentence_index(test, vocab)
         totals = {"nll": 0.0, "tokens": 0, "sentence_of": sentence_of.to(dev),
                   "sentence_nll": torch.zeros(len(sentence_tokens), dtype=torch.float64, device=dev)}
-        options = settings["evaluate"]
         positions = topk.select_positions(test.numel() - 1, [p for p in options["topk"]["positions"] if p < test.numel() - 1],
                                           options["topk"]["random"], np.random.default_rng(options["topk"]["seed"]))
         sampled = (jacobian.sample_contexts(test.numel() - 1, options["jacobian"]["contexts"],
                                             np.random.default_rng(options["jacobian"]["seed"]))
                    if options["jacobian"]["contexts"] else np.zeros(0, dtype=np.int64))
         top_rows, h_rows = topk.RowCollector(positions), topk.RowCollector(sampled)
-        logp = spectrum.stream_spectrum(stream_rows(model, test, bptt, limit, totals=totals,
-                                                    observers=((top_rows, "log_p"), (h_rows, "h"))))
+        observers = [(top_rows, "log_p"), (h_rows, "h")]
+        share = None
+        if gradient_share.pre_map(model.head) is not None:
+            share_limit = options["gradient_share"]["contexts"]
+            share = gradient_share.GradientShare(model.head, test[1:], None if share_limit == "all" else int(share_limit))
+            observers.append((share, "h"))
+        else:
+            result.update(gradient_share=None, gradient_share_note="not measured: the head's gates are per word, "
+                          "so its logit gradient does not pass through one W (audit/evaluate/gradient_share.py)")
+        column_mean = hidden_gap.ColumnMean(limit) if options["hidden_gap"] else None
+        if column_mean is not None:
+            observers.append((column_mean, "log_p"))
+        logp = spectrum.stream_spectrum(stream_rows(model, test, bptt, limit, totals=totals, observers=tuple(observers)))
         sentences = sentence_sums(totals["sentence_nll"], sentence_tokens)
         result.update(test_loss=float(totals["nll"]) / totals["tokens"], test_tokens=totals["tokens"],
                       contexts=logp.m, vocab_size=logp.n)
         result["test_ppl"] = perplexity(result["test_loss"])
         result.update(spectrum.rank_summary(logp, ""))
         arrays["log_p_sv"] = logp.sv
+        if share is not None:
+            result.update(share.summary())
+        if column_mean is not None:   # second pass: the same rows, double-centred (audit.evaluate.hidden_gap)
+            centred = spectrum.stream_spectrum(hidden_gap.double_centred(stream_rows(model, test, bptt, limit),
+                                                                         column_mean.mean()))
+            arrays["log_p_centred_sv"] = centred.sv
+            result.update(debate.hidden_gap_fields(centred.sv, settings["head"], model.head.emb_size,
+                                                   control=(settings["model"].get("body") or "awd_lstm") == "awd_lstm"))
+        fields, argmax_table = debate.argmax_fields(
+            model.head, corpus.train[: (settings.get("max_tokens") or {}).get("train") or None], vocab, options["argmax"],
+            box=getattr(model.body, "output_box", None))
+        result.update(fields)
         if model.head.transformed_logits(torch.zeros(1, 1, model.body.d_out, device=dev)) is not None:
             flog = spectrum.stream_spectrum(stream_rows(model, test, bptt, limit, transformed=True))
             result.update(spectrum.rank_summary(flog, "f_logits_"))
@@ -190,6 +223,7 @@ def evaluate_run(run_dir: str | os.PathLike, corpus_path: str, wordsim_dir: str,
     save_npz(out / "sentences.npz", sentences)
     atomic_write_text(pairs.to_csv(index=False), out / "wordsim_pairs.csv")
     atomic_write_text(top_table.to_csv(index=False), out / "topk.csv")
+    atomic_write_text(argmax_table.to_csv(index=False), out / "argmax_tokens.csv")
     atomic_write_text(json.dumps(result, indent=1, sort_keys=True), out / "eval.json")
     return result
 
@@ -200,8 +234,14 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--corpus", required=True, help="corpus cache written by `audit prepare`")
     parser.add_argument("--wordsim-dir", required=True, help="folder of the word-similarity benchmarks")
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], help="default: the run's train.device")
+    parser.add_argument("--options", default="{}",
+                        help="the study's evaluate: section as JSON (default: the schema's defaults)")
     args = parser.parse_args(argv)
-    result = evaluate_run(args.run_dir, args.corpus, args.wordsim_dir, device=args.device)
+    try:
+        options = json.loads(args.options)
+    except json.JSONDecodeError as err:
+        raise AuditError(f"--options: not valid JSON ({err.msg} at character {err.pos})") from None
+    result = evaluate_run(args.run_dir, args.corpus, args.wordsim_dir, device=args.device, options=options)
     if result["status"] == "ok":
         print(f"test ppl {result['test_ppl']:.2f} | contexts {result['contexts']} | Press rank {result['press_rank']}")
     else:

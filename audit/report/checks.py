@@ -9,6 +9,9 @@ Kinds (the ``kind`` column):
 - ``far_from_converged``: an arm's median relative validation gain over its last epoch
   (``valid_gain_last``) exceeds ``stats.converged_gain``; the detail gives that median and the
   epochs at which NT-ASGD switched (``asgd_epoch``, "never" for runs that never switched);
+- ``hidden_gap``: a softmax run whose hidden size read from its double-centred log-P spectrum
+  (``hidden_gap_dim``, audit/evaluate/hidden_gap.py) is not its d (``hidden_gap_ok`` false): the
+  positive control of the rank tolerances failed, so that run's ranks are suspect;
 - ``excluded``: values a table dropped or excluded (missing metrics, comparisons dropped from a
   Holm family, counted by reason: not run, too few seeds, failed runs, undefined p-value; runs
   outside a declared correlation window).
@@ -82,6 +85,7 @@ def find_warnings(runs: pd.DataFrame, config: dict, comparisons: pd.DataFrame | 
                 rows.append(_row("unconverged", f"best validation epoch = last epoch ({int(last)}): "
                                  "still improving when training stopped (see the learning curves figure, #fig-learning-curves)", run.corpus, run.head, run.seed))
     rows += far_from_converged(ok, settings)
+    rows += failed_hidden_gap(ok)
     rows += _exclusions(comparisons, correlations)
     return pd.DataFrame(rows, columns=COLUMNS)
 
@@ -108,6 +112,22 @@ def far_from_converged(ok: pd.DataFrame, settings: Settings) -> list[dict]:
                          f"median relative valid-ppl gain of the last epoch {gains.median():.1%} (n = {len(gains)}) "
                          f"> stats.converged_gain {settings.converged_gain:.1%}; NT-ASGD switched: {switched}",
                          corpus, head, metric="valid_gain_last"))
+    return rows
+
+
+def failed_hidden_gap(ok: pd.DataFrame) -> list[dict]:
+    """One warning per run whose ``hidden_gap_ok`` is false (written for softmax runs only)."""
+    if "hidden_gap_ok" not in ok:
+        return []
+    rows = []
+    for run in ok.itertuples():
+        flag = getattr(run, "hidden_gap_ok")
+        if str(flag).lower() in ("false", "0", "0.0"):   # CSV: a bool column with blanks reads as text
+            d = getattr(run, "emb_size", None)
+            rows.append(_row("hidden_gap", f"hidden size read from the double-centred log-P = "
+                             f"{getattr(run, 'hidden_gap_dim')}, not d = {d if pd.notna(d) else '?'}: the positive "
+                             "control of a softmax run failed, its ranks are suspect", run.corpus, run.head, run.seed,
+                             metric="hidden_gap_dim"))
     return rows
 
 

@@ -36,6 +36,7 @@ WARNING_TITLES = {
     "failed": "Failed or diverged runs", "too_few_seeds": "Too few seeds",
     "non_normal": "Non-normal samples", "unconverged": "Possibly unconverged models",
     "far_from_converged": "Arms far from converged",
+    "hidden_gap": "Softmax runs failing the hidden-size control",
     "excluded": "Exclusions",
 }
 

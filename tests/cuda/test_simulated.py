@@ -16,7 +16,7 @@ import torch
 
 from audit.train import progress, trainer as trainer_module
 from audit.train.trainer import train
-from helpers import comparable
+from helpers import TINY_EVALUATE, comparable
 from support.fake_cuda import simulated_cuda
 from support.gpu_budget import HEADS, measure_training, settings_for
 
@@ -70,7 +70,7 @@ def test_killed_run_resumes_and_evaluates_on_the_device(head, ptb_corpus, mirror
     from audit.evaluate.run import evaluate_run
 
     settings = settings_for(head, train_tokens=2000, bptt=10)
-    settings["evaluate"]["jacobian"]["contexts"] = 3
+    options = {**TINY_EVALUATE, "jacobian": {"contexts": 3}}
     # every language-model config resolves the Jacobian's auto mode to reverse (plain autograd):
     # ceil(V / 512) passes <= d_in (paper PTB: 20 <= 400; CPU default: 4 <= 64). This tiny model
     # (V = 10,000, d_in = 8) would pick forward mode, whose torch.func wrappers hide the device
@@ -90,18 +90,22 @@ def test_killed_run_resumes_and_evaluates_on_the_device(head, ptb_corpus, mirror
         assert comparable(resumed) == comparable(reference)
 
         sim.take()
-        result = evaluate_run(tmp_path / "ref", str(ptb_corpus), str(mirror / "wordsim"), device="cuda")
+        result = evaluate_run(tmp_path / "ref", str(ptb_corpus), str(mirror / "wordsim"), device="cuda",
+                              options=options)
         record = sim.take()
         spectra = dict(np.load(tmp_path / "ref" / "spectrum.npz"))
     assert result["status"] == "ok" and math.isfinite(result["test_ppl"]) and result["press_rank"] >= 1
     test_tokens = settings["max_tokens"]["test"]
-    passes = 2 if "f_logits_press_rank" in result else 1
+    # streamed passes over the test split: log-P, the transformed logits' (elementwise heads) and
+    # the double-centred log-P's (hidden-size gap)
+    passes = 1 + ("f_logits_press_rank" in result) + (result.get("hidden_gap_dim") is not None)
     chunks = passes * math.ceil((test_tokens - 1) / settings["train"]["bptt"])
     assert not record.mixed, record.mixed
     assert record.n_syncs <= chunks, dict(record.syncs)
     # the same model evaluated on the CPU: the device path computes the same numbers (spectrum,
     # ranks, top-k, Jacobian, word similarity), up to float rounding of reordered sums
-    on_cpu = evaluate_run(tmp_path / "ref", str(ptb_corpus), str(mirror / "wordsim"), device="cpu")
+    on_cpu = evaluate_run(tmp_path / "ref", str(ptb_corpus), str(mirror / "wordsim"), device="cpu",
+                          options=options)
     cpu_spectra = dict(np.load(tmp_path / "ref" / "spectrum.npz"))
     assert "jacobian_fraction_below" in result
     for key in ("test_ppl", "press_rank", "jacobian_fraction_below"):

@@ -80,9 +80,61 @@ def test_from_logits_is_the_heads_forward(name, options):
     assert torch.allclose(h.from_logits(h.logits(x)), h(x), atol=1e-10)
 
 
-def test_a_mixture_is_refused():
+def softmax_np(z):
+    e = np.exp(z - z.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def mixture_head(name):
+    torch.manual_seed(0)
+    h = build_head(name, HeadSpec(d_in=6, embedding=nn.Embedding(30, 4), options={"experts": 3}))
+    with torch.no_grad():
+        h.bias.normal_()
+    return h.double().eval()
+
+
+def test_mos_share_is_the_whole_gradients_share_by_hand():
+    """g_k = r_k (p_k - e_y), r_k = pi_k p_k[y] / p[y]; share = sum_k ||P g_k||^2 / sum_k ||g_k||^2,
+    with the projection by least squares on [W, 1] (not the QR basis of the code)."""
+    h = mixture_head("mos")
+    rng = np.random.default_rng(4)
+    x, y = rng.normal(size=(7, 6)), rng.integers(0, 30, size=7)
+    obs = gs.GradientShare(h, torch.from_numpy(y))
+    obs.add(torch.from_numpy(x))
+    with torch.no_grad():
+        ctx = h.contexts(torch.from_numpy(x)).numpy()              # (n, K, d)
+        pi = torch.softmax(h.prior(torch.from_numpy(x)), -1).numpy()
+    W, b = h.embedding.weight.detach().numpy(), h.bias.detach().numpy()
+    p_k = softmax_np(ctx @ W.T + b)                                # (n, K, V)
+    rows = np.arange(7)
+    p_y = (pi * p_k[rows, :, y]).sum(1)
+    r = pi * p_k[rows, :, y] / p_y[:, None]
+    g = r[:, :, None] * (p_k - np.eye(30)[y][:, None, :])
+    A = np.hstack([W, np.ones((30, 1))])
+    proj = A @ np.linalg.lstsq(A, g.reshape(-1, 30).T, rcond=None)[0]
+    kept = (proj.T.reshape(7, 3, 30) ** 2).sum((1, 2))
+    expected = kept / (g ** 2).sum((1, 2))
+    assert obs.summary()["gradient_share"] == pytest.approx(expected.mean(), rel=1e-9)
+    assert 0.0 < expected.mean() < 1.0
+
+
+def test_moc_share_is_the_softmax_share_of_its_averaged_context():
+    h = mixture_head("moc")
+    x = torch.from_numpy(np.random.default_rng(5).normal(size=(5, 6)))
+    y = np.array([1, 2, 3, 4, 5])
+    obs = gs.GradientShare(h, torch.from_numpy(y))
+    obs.add(x)
+    with torch.no_grad():
+        l = h.transformed_logits(x).numpy()
+    g = softmax_np(l)
+    g[np.arange(5), y] -= 1.0
+    assert obs.summary()["gradient_share"] == pytest.approx(lstsq_share(h.embedding.weight.detach().numpy(), g).mean(), rel=1e-9)
+
+
+def test_mixtape_is_refused():
     torch.manual_seed(0)
     emb = nn.Embedding(30, 4)
-    mos = build_head("mos", HeadSpec(d_in=4, embedding=emb))
-    with pytest.raises(AuditError, match="no pre-map logits"):
-        gs.GradientShare(mos, torch.zeros(3, dtype=torch.long))
+    mixtape = build_head("mixtape", HeadSpec(d_in=4, embedding=emb, options={"gate_embedding_size": 3}))
+    assert gs.pre_map(mixtape) is None
+    with pytest.raises(AuditError, match="per-word gates"):
+        gs.GradientShare(mixtape, torch.zeros(3, dtype=torch.long))

@@ -43,3 +43,12 @@ def test_largest_gap_by_hand():
     assert hidden_gap.largest_gap([5.0, 1.0, 0.0], centred=False) == (2, float("inf"))
     with pytest.raises(AuditError, match="hidden gap"):
         hidden_gap.largest_gap([1.0, 0.5])
+
+
+def test_float32_noise_around_the_floor_is_not_counted():
+    """The centred spectrum of a trained d = 64 softmax (default config, 1,000 contexts): 64
+    values down to 4.8e-4 s_1, then float32 noise straddling FLOOR = 1e-7. Counting the noise
+    above the floor gave 66; the gap into the noise is the estimate."""
+    sv = np.concatenate([np.geomspace(1.0, 4.8e-4, 64), [1.77e-7, 1.07e-7, 9.9e-8, 9.7e-8], np.full(30, 5e-8), [0.0]])
+    dim, ratio = hidden_gap.largest_gap(sv)
+    assert dim == 64 and ratio == pytest.approx(4.8e-4 / 1.77e-7)

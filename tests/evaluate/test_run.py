@@ -2,12 +2,14 @@ import json
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
+from audit.data.corpus import load
 from audit.evaluate.run import evaluate_run, load_model, sentence_index, sentence_sums, stream_rows
 from audit.train.trainer import batchify, evaluate_loss, train
-from helpers import tiny_settings
+from helpers import TINY_EVALUATE, tiny_settings
 
 
 def train_and_sharpen(settings, corpus, run_dir, scale=20.0):
@@ -29,7 +31,7 @@ def trained(ptb_corpus, tmp_path_factory):
 
 
 def test_eval_matches_an_independent_computation(trained, ptb_corpus, mirror):
-    result = evaluate_run(trained, str(ptb_corpus), str(mirror / "wordsim"))
+    result = evaluate_run(trained, str(ptb_corpus), str(mirror / "wordsim"), options=TINY_EVALUATE)
     model, vocab = load_model(trained / "model.pt", torch.device("cpu"))
     from audit.data.corpus import load
 
@@ -71,14 +73,37 @@ def test_sentence_index_by_hand():
 
 def test_softmax_rank_is_d_plus_2_and_logit_rank_d_plus_1(ptb_corpus, mirror, tmp_path):
     train_and_sharpen(tiny_settings(head="softmax", epochs=1, alpha=0.0, beta=0.0), ptb_corpus, tmp_path)
-    result = evaluate_run(tmp_path, str(ptb_corpus), str(mirror / "wordsim"))
+    result = evaluate_run(tmp_path, str(ptb_corpus), str(mirror / "wordsim"), options=TINY_EVALUATE)
     assert result["press_rank"] == 8 + 2
     assert result["f_logits_press_rank"] == 8 + 1
+    # the positive control: the double-centred log-P's largest gap is at d, from the second pass
+    assert result["hidden_gap_dim"] == 8 and result["hidden_gap_ok"] is True and result["hidden_gap_ratio"] > 100
+    sv = np.load(tmp_path / "spectrum.npz")["log_p_centred_sv"]
+    assert sv.shape == (300,) and sv[7] / sv[8] == pytest.approx(result["hidden_gap_ratio"]) or \
+        (np.isinf(result["hidden_gap_ratio"]) and sv[8] < 1e-7 * sv[0])
+    # every token of the sharpened head is settled: witnesses and LPs (budget 20) or unresolved
+    settled = sum(result[f"argmax_{t}_tokens"] for t in ("witness", "braid", "dominated", "lp"))
+    assert settled + result["argmax_unresolved"] == 10_000 and result["argmax_box"] == 1.0
+    table = pd.read_csv(tmp_path / "argmax_tokens.csv")
+    assert len(table) == result["unargmaxable"] + result["argmax_unresolved"]
+    assert (table["status"] == "unargmaxable").sum() == result["unargmaxable"]
+    counts = np.bincount(load(ptb_corpus).train[:6000].numpy(), minlength=10_000)
+    assert (table["train_count"].to_numpy() == counts[table["token"].to_numpy()]).all()
+    assert 0.0 < result["gradient_share"] < 1.0 and result["gradient_share_tokens"] == 300
+
+
+def test_a_mixture_gets_its_gradient_share_and_no_argmax_count(ptb_corpus, mirror, tmp_path):
+    train_and_sharpen(tiny_settings(head="mos", epochs=1, alpha=0.0, beta=0.0), ptb_corpus, tmp_path)
+    result = evaluate_run(tmp_path, str(ptb_corpus), str(mirror / "wordsim"), options=TINY_EVALUATE)
+    assert result["unargmaxable"] is None and result["argmax_note"].startswith("not measured: mos")
+    assert 0.0 < result["gradient_share"] < 1.0
+    assert result["hidden_gap_ok"] is None and result["hidden_gap_dim"] >= 1
+    assert pd.read_csv(tmp_path / "argmax_tokens.csv").empty
 
 
 def test_failed_run_is_recorded_not_evaluated(ptb_corpus, mirror, tmp_path):
     train(tiny_settings(lr=1e30, clip=1e30), ptb_corpus, tmp_path, log=lambda m: None)
-    result = evaluate_run(tmp_path, str(ptb_corpus), str(mirror / "wordsim"))
+    result = evaluate_run(tmp_path, str(ptb_corpus), str(mirror / "wordsim"), options=TINY_EVALUATE)
     assert result == {"status": "failed"}
     assert (tmp_path / "wordsim_pairs.csv").read_text().strip() == "benchmark,word1,word2,gold,cosine"
 
@@ -98,7 +123,7 @@ def test_evaluation_runs_on_the_runs_train_device(trained, ptb_corpus, mirror, t
     metrics["settings"]["train"]["device"] = "cuda"
     (run / "metrics.json").write_text(json.dumps(metrics))
     with pytest.raises(AuditError, match="'cuda' but no CUDA device"):
-        evaluate_run(run, str(ptb_corpus), str(mirror / "wordsim"))
+        evaluate_run(run, str(ptb_corpus), str(mirror / "wordsim"), options=TINY_EVALUATE)
 
 
 @pytest.mark.parametrize("head", ["softmax", "mos"])
@@ -109,7 +134,7 @@ def test_every_measurement_runs_on_the_transformer_body(head, ptb_corpus, mirror
     settings = tiny_settings(head=head, epochs=1, model=TRANSFORMER, **TRANSFORMER_TRAIN)
     settings["options"] = options
     train_and_sharpen(settings, ptb_corpus, tmp_path)
-    result = evaluate_run(tmp_path, str(ptb_corpus), str(mirror / "wordsim"))
+    result = evaluate_run(tmp_path, str(ptb_corpus), str(mirror / "wordsim"), options=TINY_EVALUATE)
     assert result["status"] == "ok" and math.isfinite(result["test_ppl"])
     assert result["test_tokens"] == 999 and result["contexts"] == 300
     d = settings["model"]["emb_size"]

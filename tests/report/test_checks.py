@@ -91,3 +91,14 @@ def test_far_from_converged_per_arm_with_median_gain_and_asgd_epochs():
     assert "NT-ASGD switched: epoch 3 (2 runs), never (3 runs)" in detail
     strict = find_warnings(runs, {**CONFIG, "stats": {**CONFIG["stats"], "converged_gain": 0.001}})
     assert sorted(strict[strict["kind"] == "far_from_converged"]["head"]) == ["mos", "softmax"]
+
+
+def test_a_softmax_run_failing_the_hidden_size_control_is_flagged():
+    runs = pd.DataFrame({"corpus": "ptb", "head": ["softmax", "softmax", "mos"], "seed": ["1", "2", "1"],
+                         "status": "ok", "error": "", "test_ppl": [100.0, 101.0, 90.0], "emb_size": 64,
+                         # as read back from runs.csv: a bool column with a blank for the mixture
+                         "hidden_gap_ok": ["True", "False", np.nan], "hidden_gap_dim": [64, 63, 300]})
+    warnings = find_warnings(runs, {"stats": {"min_seeds": 2}})
+    flagged = warnings[warnings["kind"] == "hidden_gap"]
+    assert list(zip(flagged["head"], flagged["seed"])) == [("softmax", "2")]
+    assert "= 63, not d = 64" in flagged["detail"].iloc[0]

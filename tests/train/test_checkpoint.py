@@ -58,7 +58,7 @@ def test_identity_leaves_out_only_labels_evaluation_epochs_and_the_device_settin
     base = tiny_settings()
     relabelled = copy.deepcopy(base)
     relabelled.update(study="other", name="renamed", grid_point={"k": 1}, arm_group="g")
-    relabelled["evaluate"]["contexts"] = 7
+    relabelled["evaluate"] = {"contexts": 7}   # settings of runs trained before evaluate left them
     relabelled["train"].update(epochs=99, device="auto")
     assert fingerprint(identity(relabelled)) == fingerprint(identity(base))
     changes = {
