@@ -22,7 +22,7 @@ Claims come from the study config's ``claims:`` and from the file named by its
       # weak_below: 0.5   # with expect: weak -- supported when the CI of |r| lies below it,
                           # contradicted when it lies at or above it, else inconclusive
       # ... or one arm against a declared bound (audit.stats.one_sample):
-      # one_sample: {head: softmax, metric: logit_grad_share, bound: 0.05, test: t}
+      # one_sample: {head: softmax, metric: gradient_norm_share, bound: 0.05, test: t}
       #             # test: binomial counts the runs whose value is above `threshold` (default 0)
       #             # and tests their rate against the bound (a rate in (0, 1))
       # expect: below | above

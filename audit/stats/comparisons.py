@@ -54,7 +54,7 @@ COLUMNS = [
 # multi-bootstrap over seeds and test sentences (``multiboot.attach``)
 TABLE_COLUMNS = COLUMNS + multiboot.COLUMNS
 _LOWER = ("_ppl", "wall_seconds")
-_HIGHER = ("press_rank", "erank_", "entropy_rank", "wordsim_", "tokens_per_second", "logit_grad_share")
+_HIGHER = ("press_rank", "erank_", "entropy_rank", "wordsim_", "tokens_per_second", "gradient_share", "gradient_norm_share")
 
 
 def default_lower_is_better(metric: str, where: str) -> bool:

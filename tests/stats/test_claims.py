@@ -197,7 +197,7 @@ def one_claim(cid, metric, bound, expect, test="t", head="softmax", **extra):
 def share_runs(shares, counts=None, head="softmax"):
     counts = [0] * len(shares) if counts is None else counts
     return pd.DataFrame([dict(corpus="ptb", head=head, seed=str(s), status="ok", test_ppl=57.0 + 0.1 * s,
-                              logit_grad_share=v, unargmaxable=c) for s, (v, c) in enumerate(zip(shares, counts))])
+                              gradient_norm_share=v, unargmaxable=c) for s, (v, c) in enumerate(zip(shares, counts))])
 
 
 @pytest.mark.parametrize("mean, expect, verdict", [
@@ -205,7 +205,7 @@ def share_runs(shares, counts=None, head="softmax"):
     (0.07, "above", "supported"), (0.03, "above", "contradicted")])
 def test_one_sample_t_verdicts(mean, expect, verdict):
     runs = share_runs(exact_sample(mean, 0.005, 10))
-    row = run_claims(runs, {"claims": [one_claim("c", "logit_grad_share", 0.05, expect)]}).iloc[0]
+    row = run_claims(runs, {"claims": [one_claim("c", "gradient_norm_share", 0.05, expect)]}).iloc[0]
     assert row.kind == "one_sample" and row.verdict == verdict, row.reason
     assert row.estimate == pytest.approx(mean - 0.05) and row.n_a == 10
     assert row.ci_level == pytest.approx(0.90) and row.ci_low < row.estimate < row.ci_high
@@ -226,9 +226,9 @@ def test_one_sample_binomial_all_zero_counts_supported_and_t_undefined():
 def test_one_sample_and_claim_only_comparisons_share_one_holm_family():
     runs = share_runs(exact_sample(0.03, 0.005, 10))
     runs = pd.concat([runs, share_runs(exact_sample(0.06, 0.005, 10), head="mos")])
-    config = {"claims": [one_claim("one", "logit_grad_share", 0.05, "below"),
+    config = {"claims": [one_claim("one", "gradient_norm_share", 0.05, "below"),
                          {"id": "two", "source": "test", "expect": "higher", "lower_is_better": False,
-                          "comparison": {"head_a": "mos", "head_b": "softmax", "metric": "logit_grad_share"}}]}
+                          "comparison": {"head_a": "mos", "head_b": "softmax", "metric": "gradient_norm_share"}}]}
     t = claims_table(runs, config, FAST, None, None).set_index("claim_id")
     p = np.array([t.loc["one", "p"], t.loc["two", "p"]])
     # Holm by hand: the smaller p times 2, the larger max(that, larger p times 1)
@@ -243,13 +243,13 @@ def test_one_sample_and_claim_only_comparisons_share_one_holm_family():
 
 def test_one_sample_inconclusive_without_enough_runs_or_column():
     few = share_runs([0.01, 0.02, 0.015])
-    cfg = {"claims": [one_claim("c", "logit_grad_share", 0.05, "below")]}
+    cfg = {"claims": [one_claim("c", "gradient_norm_share", 0.05, "below")]}
     row = run_claims(few, cfg).iloc[0]
     assert row.verdict == "inconclusive" and row.reason.startswith("too few seeds: n=3 < min_seeds=5")
     # older runs without the column: not run, never an error, never a verdict
-    old = few.drop(columns=["logit_grad_share", "unargmaxable"])
+    old = few.drop(columns=["gradient_norm_share", "unargmaxable"])
     row = claims_table(old, cfg, FAST, None, None).iloc[0]
-    assert row.verdict == "inconclusive" and "no column 'logit_grad_share' (runs made before" in row.reason
+    assert row.verdict == "inconclusive" and "no column 'gradient_norm_share' (runs made before" in row.reason
     # mixtures have no count (null): their arm has no values, so no verdict
     nulls = share_runs([0.01] * 6, counts=[np.nan] * 6, head="mos")
     row = claims_table(nulls, {"claims": [one_claim("m", "unargmaxable", 0.5, "below", "binomial", head="mos")]},
@@ -260,7 +260,7 @@ def test_one_sample_inconclusive_without_enough_runs_or_column():
 def test_one_sample_claim_on_an_arm_below_unigram_is_not_informative():
     from audit.stats.guard import VERDICT, guard_claims
     runs = share_runs(exact_sample(0.03, 0.005, 10))
-    cfg = {"claims": [one_claim("c", "logit_grad_share", 0.05, "below")]}
+    cfg = {"claims": [one_claim("c", "gradient_norm_share", 0.05, "below")]}
     t = claims_table(runs, cfg, FAST, None, None)
     base = pd.DataFrame([dict(corpus="ptb", vocab_size=np.nan, unigram_ppl=50.0)])
     guarded = guard_claims(t, runs, base, cfg).iloc[0]

@@ -195,12 +195,12 @@ def test_a_pattern_matching_no_head_gives_a_not_run_row():
 
 
 def test_a_column_measured_since_issue_24_absent_from_older_runs_gives_not_run_rows():
-    # runs made before logit_grad_share was measured: no error, no verdict; a typo still fails
+    # runs made before gradient_norm_share was measured: no error, no verdict; a typo still fails
     runs = runs_from({("ptb", "softmax"): (57.08, 0.10), ("ptb", "mos"): (54.88, 0.26)})
-    spec = {"family": "g", "baseline": "softmax", "against": ["mos"], "metrics": ["logit_grad_share"]}
+    spec = {"family": "g", "baseline": "softmax", "against": ["mos"], "metrics": ["gradient_norm_share"]}
     t = comparisons_table(runs, {"comparisons": [spec]}, FAST)
     assert t.verdict.tolist() == ["inconclusive"] and math.isnan(t.p_adj.iloc[0])
-    assert t.reason.iloc[0] == ("not run: the runs table has no column 'logit_grad_share' "
+    assert t.reason.iloc[0] == ("not run: the runs table has no column 'gradient_norm_share' "
                                 "(runs made before it was measured)")
     assert t.family_size.iloc[0] == 0 and t.n_a.iloc[0] == 0
     with pytest.raises(AuditError, match="no metric column 'logit_grad_shar'"):
