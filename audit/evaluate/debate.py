@@ -64,8 +64,8 @@ def argmax_fields(head, train_ids: torch.Tensor, vocab: list[str], options: dict
     if box is None:
         note = "not measured: the body states no box for the head's inputs (output_box None)"
     elif not exact_argmax_head(head):
-        note = (f"not measured: {head.name} is a mixture of softmaxes or has no linear output layer, which has "
-                "no exact test (a witness search would give only a lower bound on the argmaxable tokens)")
+        note = (f"not measured: {getattr(head, 'name', type(head).__name__)} is a mixture of softmaxes or gives no softmax of one output "
+                "layer (output_layer() and from_logits()), which has no exact test (a witness search would give only a lower bound on the argmaxable tokens)")
     if note is not None:
         return ({"unargmaxable": None, "argmax_unresolved": None, "argmax_note": note},
                 pd.DataFrame(columns=ARGMAX_COLUMNS))

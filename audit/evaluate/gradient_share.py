@@ -68,13 +68,16 @@ def pre_map(head):
     """A function h -> (l, log_p_of) for the heads whose gradient factors through col([W, 1]):
     ``l`` the pre-map logits as a leaf tensor of shape (n, K, V) (K = 1 but for MoS), and
     ``log_p_of(l)`` the (n, V) log-probabilities from them. None for Mixtape (see the module
-    docstring). Heads are told apart by their interface, not their names: ``from_logits``
+    docstring; and heads without ``output_layer()``). Heads are told apart by their interface, not their names: ``from_logits``
     (softmax family), ``contexts`` with ``log_prior`` (MoS), and of those the ones with
     ``transformed_logits`` (MoC: the logits of its one softmax)."""
-    probe = head.embedding.weight
-    if head.from_logits(torch.zeros(1, head.vocab_size, dtype=probe.dtype, device=probe.device)) is not None:
+    layer = head.output_layer()   # the head interface: (W, b), or None (no linear output layer)
+    if layer is None:
+        return None
+    probe, bias = layer
+    if head.from_logits(torch.zeros(1, probe.shape[0], dtype=probe.dtype, device=probe.device)) is not None:
         def softmax_family(h):
-            l = head.logits(h).detach().unsqueeze(1).requires_grad_(True)
+            l = F.linear(h, probe, bias).detach().unsqueeze(1).requires_grad_(True)
             return l, lambda l: head.from_logits(l[:, 0])
         return softmax_family
     if not hasattr(head, "contexts"):
@@ -103,10 +106,11 @@ class GradientShare:
     """
 
     def __init__(self, head, targets: torch.Tensor, limit: int | None = None):
-        w = head.embedding.weight
         self.pre_map = pre_map(head)
         if self.pre_map is None:
-            raise AuditError(f"gradient share: head {head.name!r} has no pre-map logits through W (per-word gates)")
+            raise AuditError(f"gradient share: head {getattr(head, 'name', type(head).__name__)!r} has no pre-map "
+                             "logits through one output layer W (per-word gates, or no output_layer())")
+        w = head.output_layer()[0]
         self.head, self.limit = head, limit
         # the basis and the targets go to the head's device once; every chunk's shares stay
         # there and are read back once in summary() (a read per chunk would be a host sync

@@ -177,8 +177,9 @@ def evaluate_run(run_dir: str | os.PathLike, corpus_path: str, wordsim_dir: str,
             share = gradient_share.GradientShare(model.head, test[1:], None if share_limit == "all" else int(share_limit))
             observers.append((share, "h"))
         else:
-            result.update(gradient_share=None, gradient_share_note="not measured: the head's gates are per word, "
-                          "so its logit gradient does not pass through one W (audit/evaluate/gradient_share.py)")
+            result.update(gradient_share=None, gradient_share_note="not measured: the head's log-P is not reached "
+                          "from one output layer's logits (per-word gates, or no output_layer()/from_logits(); "
+                          "audit/evaluate/gradient_share.py pre_map)")
         column_mean = hidden_gap.ColumnMean(limit) if options["hidden_gap"] else None
         if column_mean is not None:
             observers.append((column_mean, "log_p"))
@@ -195,7 +196,7 @@ def evaluate_run(run_dir: str | os.PathLike, corpus_path: str, wordsim_dir: str,
             centred = spectrum.stream_spectrum(hidden_gap.double_centred(stream_rows(model, test, bptt, limit),
                                                                          column_mean.mean()))
             arrays["log_p_centred_sv"] = centred.sv
-            result.update(debate.hidden_gap_fields(centred.sv, settings["head"], model.head.emb_size,
+            result.update(debate.hidden_gap_fields(centred.sv, settings["head"], model.cfg.emb_size,
                                                    control=(settings["model"].get("body") or "awd_lstm") == "awd_lstm"))
         fields, argmax_table = debate.argmax_fields(
             model.head, corpus.train[: (settings.get("max_tokens") or {}).get("train") or None], vocab, options["argmax"],

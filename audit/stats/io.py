@@ -24,7 +24,9 @@ from audit.files import atomic_write_text
 STATUSES = ("ok", "failed")
 PAIR_COLUMNS = ("corpus", "head", "seed", "benchmark", "word1", "word2", "gold", "cosine")
 # non-metric columns of the runs table; everything else must be numeric
-TEXT_COLUMNS = ("study", "corpus", "head", "seed", "status", "error", "arm_group")
+# text columns of a runs table; every other column must be numeric (the notes say why a
+# measurement of the evaluate verb is absent: audit/evaluate/debate.py, run.py)
+TEXT_COLUMNS = ("study", "corpus", "head", "seed", "status", "error", "arm_group", "argmax_note", "gradient_share_note")
 
 
 _STATS = schema_defaults("stats")   # configs/schema.yaml $defs/stats: the one place for these defaults
