@@ -21,18 +21,24 @@ from audit.plots import RC, empty_svg, head_colours, panels, plt, to_svg
 COLUMNS = ["corpus", "head", "seed", "epoch", "valid_ppl", "status"]
 
 
-def read_curves(run_dirs) -> pd.DataFrame:
-    """DataFrame[corpus, head, seed, epoch, valid_ppl, status] of the runs' per-epoch logs."""
-    rows = []
+def epoch_logs(run_dirs):
+    """(metrics, entry) for every per-epoch log row of every run's metrics.json, in order."""
     for run_dir in map(Path, run_dirs):
         path = run_dir / "metrics.json"
         if not path.is_file():
             raise AuditError(f"missing {path}: the run was not trained")
         metrics = json.loads(path.read_text())
         for entry in metrics.get("log", []):
-            rows.append({"corpus": metrics["corpus"], "head": metrics["head"], "seed": int(metrics["seed"]),
-                         "epoch": int(entry["epoch"]), "valid_ppl": float(entry["valid_ppl"]),
-                         "status": metrics["status"]})
+            yield metrics, entry
+
+
+def read_curves(run_dirs) -> pd.DataFrame:
+    """DataFrame[corpus, head, seed, epoch, valid_ppl, status] of the runs' per-epoch logs."""
+    rows = []
+    for metrics, entry in epoch_logs(run_dirs):
+        rows.append({"corpus": metrics["corpus"], "head": metrics["head"], "seed": int(metrics["seed"]),
+                     "epoch": int(entry["epoch"]), "valid_ppl": float(entry["valid_ppl"]),
+                     "status": metrics["status"]})
     return pd.DataFrame(rows, columns=COLUMNS)
 
 

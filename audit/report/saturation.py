@@ -19,15 +19,13 @@ per head the median over seeds (line) and the band from the lowest to the highes
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
-from audit.errors import AuditError
 from audit.plots import RC, empty_svg, head_colours, plt, to_svg
+from audit.report.curves import epoch_logs
 
 COLUMNS = ["corpus", "head", "seed", "epoch", "input_cosine", "erank_share", "singular_values", "status"]
 
@@ -45,18 +43,13 @@ def erank_share(singular_values) -> float:
 def read_saturation(run_dirs) -> pd.DataFrame:
     """DataFrame[COLUMNS]: one row per logged epoch that recorded the two measurements."""
     rows = []
-    for run_dir in map(Path, run_dirs):
-        path = run_dir / "metrics.json"
-        if not path.is_file():
-            raise AuditError(f"missing {path}: the run was not trained")
-        metrics = json.loads(path.read_text())
-        for entry in metrics.get("log", []):
-            if "output_singular_values" not in entry:   # logged before issue 24
-                continue
-            sv = [float(v) for v in entry["output_singular_values"]]
-            rows.append({"corpus": metrics["corpus"], "head": metrics["head"], "seed": int(metrics["seed"]),
-                         "epoch": int(entry["epoch"]), "input_cosine": float(entry.get("valid_input_cosine", np.nan)),
-                         "erank_share": erank_share(sv), "singular_values": sv, "status": metrics["status"]})
+    for metrics, entry in epoch_logs(run_dirs):
+        if "output_singular_values" not in entry:   # logged before issue 24
+            continue
+        sv = [float(v) for v in entry["output_singular_values"]]
+        rows.append({"corpus": metrics["corpus"], "head": metrics["head"], "seed": int(metrics["seed"]),
+                     "epoch": int(entry["epoch"]), "input_cosine": float(entry.get("valid_input_cosine", np.nan)),
+                     "erank_share": erank_share(sv), "singular_values": sv, "status": metrics["status"]})
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
