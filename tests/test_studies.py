@@ -17,16 +17,16 @@ STUDIES = {
     "gss-grid.yaml": (21 * 3, True, True),
     "gss-grid-paper-ptb.yaml": (73 * 1, True, True),
     "gss-grid-paper-wt2.yaml": (37 * 1, True, True),
-    "mos-sweep.yaml": (18 * 2, True, True),
+    "mos-sweep.yaml": (8 * 2, True, True),
     "mos-sweep-paper-ptb.yaml": (18 * 11, True, True),
-    "fair-comparison.yaml": (3 * 10, False, False),
+    "fair-comparison.yaml": (3 * 4, False, False),     # seeds on demand: stage 1 (3 heads x 4 seeds)
     "fair-comparison-paper.yaml": (3 * 10, False, False),
     "paper-ptb.yaml": (11 * 11, False, False),
     "paper-wt2.yaml": (9 * 11, False, False),
     "synthetic-gpu.yaml": (0, False, False),   # no language-model runs: 4 heads x 6 d x 3 alpha x 10 seeds fits
     "published.yaml": (0, False, False),       # no runs: the published record from audit/data/published.csv
     "sequential-smoke.yaml": (3 * 3, False, False),  # seeds on demand: stage 1 only (3 heads x 3 seeds) is planned
-    "transformer.yaml": (10 * 10, False, False),       # the default's arms on a Transformer body
+    "transformer.yaml": (10 * 4, False, False),        # the default's arms on a Transformer body
     "transformer-paper.yaml": (10 * 10, False, False),
 }
 SYNTHETIC_FITS = {"synthetic-gpu.yaml": 4 * 6 * 3 * 10}
