@@ -2,32 +2,44 @@
 
 Torch-free (rules/common.smk calls ``check_plan`` while Snakemake parses). The model counts the
 peak live device bytes of one job, checked against the simulated CUDA device's peak-byte tracker
-(tests/support/fake_cuda.py) for every head at two tiny sizes (tests/test_memory.py: within
-``MEASURED_FACTOR`` of the measured peak):
+(tests/support/fake_cuda.py) for every head at two tiny sizes and for tiny Transformers
+(tests/test_memory.py: within ``MEASURED_FACTOR`` of the measured peak):
 
-- training: the state (weights, gradients, ASGD average, best copy, weight drop's dropped copies:
-  ``STATE_COPIES`` x parameters x 4 bytes), the corpus on the device (int64) and one step's
+- training: the state (AWD-LSTM: weights, gradients, ASGD average, best copy, weight drop's
+  dropped copies, ``STATE_COPIES`` x parameters x 4 bytes; other bodies: weights, gradients and
+  the optimiser's moments, ``state_copies``), the corpus on the device (int64) and one step's
   activations at the longest BPTT sequence (bptt + max_seq_len_delta) x batch tokens, each token
-  holding ``LSTM_FLOATS`` floats per hidden unit per layer and ``HEAD_FLOATS`` floats per
-  vocabulary entry and mixture component (logits, log-softmax, their gradients);
+  holding the body's floats (``audit.bodycost.train_floats`` by ``model.body``: ``LSTM_FLOATS``
+  per hidden unit per layer; a pre-LN Transformer's saved tensors per block, plus heads x T
+  attention scores per block when attention takes the math path) and ``HEAD_FLOATS`` floats per
+  vocabulary entry and mixture component (logits, log-softmax, their gradients). V is the
+  vocabulary the run trains on (``data.vocab_size`` when set). Float32 throughout: bf16 autocast
+  keeps some activations in half the bytes, so a bf16 run needs less than planned;
 - evaluation: the model, the test split, one chunk's forward (eval_batch_size x bptt tokens, no
-  gradients) and the spectrum: the float64 k x k Gram, the eigensolver's copy of it and the
-  512 MB row buffer (audit/evaluate/spectrum.py), or the buffered rows when m <= n.
+  gradients; a Transformer's body reads windows of context_size tokens) and the spectrum: the
+  float64 k x k Gram, the eigensolver's copy of it and the 512 MB row buffer
+  (audit/evaluate/spectrum.py), or the buffered rows when m <= n.
 
 A GPU's own overheads (CUDA context, cuDNN/cuBLAS workspaces, the caching allocator's
 fragmentation) are not tensors: ``CONTEXT_BYTES`` per process and the ``margin`` cover them.
+A body from outside the project is planned by ``audit.bodycost``'s stated conservative rule, and
+``plan-memory`` prints a note saying so.
 """
 
 from __future__ import annotations
 
 import math
 
+from audit import bodycost
 from audit.errors import AuditError
-from audit.resources import VOCAB, _dims, _layer_sizes, n_params, spectrum_shape, tokens
+from audit.resources import _dims, n_params, spectrum_shape, tokens, vocab_of
 
 GB = 1e9
-STATE_COPIES = 5          # weights, gradients, ASGD average, best weights, weight-dropped copies
-LSTM_FLOATS = 14          # per hidden unit per layer per token: 4 gates + their grads, c, h, tanh(c), masks
+STATE_COPIES = 5          # AWD-LSTM: weights, gradients, ASGD average, best weights, weight-dropped copies
+# other bodies: weights and gradients, each optimiser state (AdamW's two moments), the average
+# (the best weights go to the host: audit/train/trainer.py)
+OPTIMIZER_COPIES = {"sgd": 0, "adamw": 2}
+LSTM_FLOATS = bodycost.LSTM_FLOATS  # per hidden unit per layer per token (audit/bodycost.py)
 # floats per vocabulary entry per training token, fitted to the simulated device's peaks: a plain
 # log-softmax (softmax, MoC) keeps 3 (logits, log-probs, a gradient); a transformed one
 # (SigSoftmax, GSS, PLIF, Mixtape) 9 (its elementwise intermediates); MoS 5 per component
@@ -60,32 +72,43 @@ def head_floats(settings: dict) -> int:
     return HEAD_FLOATS["plain" if settings["head"] in PLAIN_HEADS else "transformed"]
 
 
-def _vocab(settings: dict) -> int:
-    return settings.get("vocab_size") or VOCAB[settings["corpus"]]
-
-
 def _state_bytes(settings: dict) -> float:
-    return n_params(_dims(settings), _vocab(settings)) * 4
+    return n_params(_dims(settings), vocab_of(settings)) * 4
 
 
-def _lstm_units(settings: dict) -> int:
-    return sum(h for _, h in _layer_sizes(_dims(settings)))
+def state_copies(settings: dict) -> int:
+    """Parameter-sized tensors a training job keeps on the device (STATE_COPIES, OPTIMIZER_COPIES)."""
+    if bodycost.body_of(_dims(settings)) == "awd_lstm":
+        return STATE_COPIES
+    t = settings["train"]
+    return 2 + OPTIMIZER_COPIES[t.get("optimizer", "sgd")] + (t["asgd"] != "none")
 
 
-def train_bytes(settings: dict) -> float:
-    """Peak live device bytes of one training job (one step at the longest sequence)."""
-    t, vocab = settings["train"], _vocab(settings)
-    steps = t["batch_size"] * (t["bptt"] + (t.get("max_seq_len_delta", 0) if t.get("variable_bptt", True) else 0))
-    per_token = LSTM_FLOATS * _lstm_units(settings) + head_floats(settings) * vocab
+def train_bytes(settings: dict, math_attention: bool | None = None) -> float:
+    """Peak live device bytes of one training job (one step at the longest sequence).
+
+    ``math_attention``: whether a Transformer's attention keeps its scores; None decides as on a
+    GPU (``bodycost.math_attention``). The simulated device runs the CPU's kernels: its tests say so.
+    """
+    t, vocab, sizes = settings["train"], vocab_of(settings), _dims(settings)
+    window = t["bptt"] + (t.get("max_seq_len_delta", 0) if t.get("variable_bptt", True) else 0)
+    math = bodycost.math_attention(sizes, "cuda") if math_attention is None else math_attention
+    per_token = bodycost.train_floats(sizes, window, math) + head_floats(settings) * vocab
     corpus = (tokens(settings, "train") + tokens(settings, "valid")) * 8
-    return STATE_COPIES * _state_bytes(settings) + corpus + steps * per_token * 4
+    return state_copies(settings) * _state_bytes(settings) + corpus + t["batch_size"] * window * per_token * 4
 
 
 def evaluate_bytes(settings: dict) -> float:
-    """Peak live device bytes of one evaluation job: a chunk's forward pass and the spectrum."""
-    t, vocab = settings["train"], _vocab(settings)
-    per_token = 4 * _lstm_units(settings) + EVAL_HEAD_FLOATS * components(settings) * vocab
-    chunk = t["eval_batch_size"] * t["bptt"] * per_token * 4
+    """Peak live device bytes of one evaluation job: a chunk's forward pass and the spectrum.
+
+    A chunk is eval_batch_size x bptt tokens through the head; a Transformer's body reads each
+    piece in a window of up to context_size tokens (``bodycost.eval_floats`` per window token).
+    """
+    t, vocab, sizes = settings["train"], vocab_of(settings), _dims(settings)
+    window = sizes["context_size"] if bodycost.body_of(sizes) != "awd_lstm" else t["bptt"]
+    body = window * bodycost.eval_floats(sizes, window, bodycost.math_attention(sizes, "cuda"))
+    head = t["bptt"] * EVAL_HEAD_FLOATS * components(settings) * vocab
+    chunk = t["eval_batch_size"] * (body + head) * 4
     m, n = spectrum_shape(settings)
     k = min(m, n)
     spectrum = 2 * k * k * 8 + (m * n * 12 if m <= n else GRAM_BLOCK_BYTES)  # Gram + eigensolver's copy
@@ -123,9 +146,11 @@ def plan(config: dict, gpu_runs_only: bool = True) -> list[dict]:
             settings = run_settings(config, corpus, entry["name"], seed)
             if gpu_runs_only and not uses_gpu(settings):
                 continue
+            note = bodycost.note(_dims(settings))
             for job, nbytes in job_bytes(settings).items():
                 rows.append({"corpus": corpus, "arm": entry["name"], "job": job, "bytes": nbytes,
-                             "gb": nbytes / GB, "runs_per_gpu": runs_per_gpu_allowed(nbytes, gpu, margin)})
+                             "gb": nbytes / GB, "runs_per_gpu": runs_per_gpu_allowed(nbytes, gpu, margin),
+                             "note": note})
     return rows
 
 
@@ -167,5 +192,8 @@ def main(argv: list[str]) -> int:
         config = load_study(path)
         print(f"{path} (train.runs_per_gpu = {config['train']['runs_per_gpu']}, margin "
               f"{config['train']['gpu_memory_margin']:.0%}):")
-        print(format_table(plan(config, gpu_runs_only=False), config["train"]["gpu_memory_gb"]))
+        rows = plan(config, gpu_runs_only=False)
+        print(format_table(rows, config["train"]["gpu_memory_gb"]))
+        for note in sorted({row["note"] for row in rows if row["note"]}):
+            print(note)
     return 0

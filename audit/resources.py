@@ -10,7 +10,10 @@ Model (every constant below says where it comes from):
 - GPU training: the published seconds per epoch on one V100 (LK Table 2, by corpus and head
   family; shared/reference/protocol.md section 6), scaled by the tokens per epoch and by the
   multiply-adds per token of this model over those of the published one, never below a per-step
-  floor (small models on a GPU are bound by kernel launches, not arithmetic).
+  floor (small models on a GPU are bound by kernel launches, not arithmetic). The body's share
+  comes from ``audit/bodycost.py`` by ``model.body``: a Transformer's 6 N + 12 L T d FLOPs per
+  token are thus run at the AWD-LSTM's V100 rate (about 2.4 TFLOP/s), which errs long for a
+  body that keeps a GPU busier than an LSTM's time steps do.
 - CPU training: seconds per token = overhead + multiply-adds x cost, both fitted to two runs
   measured on this project's CPU (the smoke model and a 2 x LSTM-200 PTB model); more threads
   are assumed to help only as sqrt(threads), which errs long.
@@ -32,6 +35,7 @@ from __future__ import annotations
 import math
 import os
 
+from audit import bodycost
 from audit.errors import AuditError
 
 # Tokens per split (with <eos>) and vocabulary of the pinned files; tests/test_resources.py
@@ -108,38 +112,44 @@ def max_minutes() -> int:
 
 
 def _dims(settings: dict) -> dict:
-    model = settings["model"]
-    experts = settings.get("options", {}).get("experts", 1) if settings["head"] in ("mos", "mos_uniform") else 1
-    return {k: model[k] for k in ("emb_size", "hidden_size", "last_size", "n_layers")} | {"experts": experts}
+    """The run's model sizes over the schema's defaults, with the mixture's K (``bodycost.model_sizes``)."""
+    return bodycost.model_sizes(settings)
 
 
-def _layer_sizes(dims: dict) -> list[tuple[int, int]]:
-    """(input, hidden) of each LSTM layer; the last one outputs d' (= d when last_size is None)."""
-    last = dims["last_size"] or dims["emb_size"]
-    outs = [dims["hidden_size"]] * (dims["n_layers"] - 1) + [last]
-    ins = [dims["emb_size"]] + outs[:-1]
-    return list(zip(ins, outs))
+def vocab_of(settings: dict) -> int:
+    """V the run trains on: ``data.vocab_size`` (K, the restricted vocabulary: exactly K entries,
+    ``<unk>`` among them) when set, else the corpus's."""
+    corpus = settings["corpus"]
+    if corpus not in VOCAB:
+        raise AuditError(f"no vocabulary size for corpus {corpus!r}; known: {sorted(VOCAB)}")
+    return settings.get("vocab_size") or VOCAB[corpus]
 
 
 def macs_per_token(dims: dict, vocab: int, head: str = "softmax") -> float:
-    """Multiply-adds of one forward step per token: the LSTM gates, the mixture's latent layer
-    (d' -> K d) and the tied decoder (d x V, weighted by the head's measured cost)."""
-    lstm = sum(4 * h * (i + h) for i, h in _layer_sizes(dims))
-    last, d, experts = dims["last_size"] or dims["emb_size"], dims["emb_size"], dims["experts"]
+    """Multiply-adds of one forward step per token: the body (``bodycost.body_macs``: the LSTM
+    gates, or a Transformer's weights and attention), the mixture's latent layer (d' -> K d) and
+    the tied decoder (d x V, weighted by the head's measured cost)."""
+    last, d, experts = dims.get("last_size") or dims["emb_size"], dims["emb_size"], dims["experts"]
     cost = HEAD_COST.get(head, HEAD_COST["mos"])
     if head in ("mos", "mos_uniform"):  # the bench's 24.2x is for K = 15 softmaxes
         cost *= experts / 15
     latent = last * experts * d if experts > 1 else 0
-    return lstm + latent + d * vocab * cost
+    return bodycost.body_macs(dims, vocab) + latent + d * vocab * cost
+
+
+def train_flops_per_token(dims: dict, vocab: int, head: str = "softmax") -> float:
+    """FLOPs of one training token: 2 per multiply-add, forward and backward (``bodycost.TRAIN_PASSES``);
+    for a Transformer 6 N + 12 L T d (N the weights a token multiplies, the decoder's included)."""
+    return 2 * bodycost.TRAIN_PASSES * macs_per_token(dims, vocab, head)
 
 
 def n_params(dims: dict, vocab: int) -> int:
-    """Approximate trainable parameters: tied embedding, LSTM (two bias vectors per layer),
+    """Approximate trainable parameters: tied embedding, the body (``bodycost.body_params``),
     decoder bias, and for a mixture its latent layer (d' -> K d, with bias) and prior (d' -> K)."""
-    last, d, experts = dims["last_size"] or dims["emb_size"], dims["emb_size"], dims["experts"]
-    lstm = sum(4 * h * (i + h) + 8 * h for i, h in _layer_sizes(dims))
+    last, d, experts = dims.get("last_size") or dims["emb_size"], dims["emb_size"], dims["experts"]
     mixture = (last * experts * d + experts * d + last * experts) if experts > 1 else 0
-    return vocab * d + lstm + vocab + mixture
+    bias = vocab if dims.get("decoder_bias", True) else 0
+    return vocab * d + bodycost.body_params(dims, vocab) + bias + mixture
 
 
 def _cpu_fit() -> tuple[float, float]:
@@ -172,13 +182,13 @@ def tokens(settings: dict, split: str) -> int:
 
 def seconds_per_token(settings: dict, gpu: bool) -> float:
     """Training seconds per token (forward, backward, update) on the job's device."""
-    corpus, head, vocab = settings["corpus"], settings["head"], VOCAB[settings["corpus"]]
+    corpus, head, vocab = settings["corpus"], settings["head"], vocab_of(settings)
     dims = _dims(settings)
     if gpu:
         family = FAMILY.get(head, "mos")
-        ref = PUBLISHED_MODEL.get((corpus, family), LK_MODEL)
+        ref = PUBLISHED_MODEL.get((corpus, family), LK_MODEL)  # measured at the full vocabulary
         published = V100_SECONDS_PER_EPOCH[corpus][family] / SPLIT_TOKENS[corpus]["train"]
-        scaled = published * macs_per_token(dims, vocab, head) / macs_per_token(ref, vocab, head)
+        scaled = published * macs_per_token(dims, vocab, head) / macs_per_token(ref, VOCAB[corpus], head)
         t = settings["train"]
         return max(scaled, GPU_SECONDS_PER_STEP_FLOOR / (t["batch_size"] * t["bptt"]))
     overhead, per_mac = _cpu_fit()
@@ -202,7 +212,7 @@ def spectrum_shape(settings: dict) -> tuple[int, int]:
     """(contexts m, vocabulary n) of the run's log-P matrix."""
     contexts = settings["evaluate"]["contexts"]
     m = tokens(settings, "test") - 1
-    return (m if contexts == "all" else min(int(contexts), m)), VOCAB[settings["corpus"]]
+    return (m if contexts == "all" else min(int(contexts), m)), vocab_of(settings)
 
 
 def evaluate_minutes(settings: dict) -> int:
@@ -230,20 +240,23 @@ def _mb(n_bytes: float, gpu: bool) -> int:
 
 def train_mem_mb(settings: dict) -> int:
     """SLURM ``mem_mb`` of a training job (host memory; on a GPU the activations live there)."""
-    gpu, vocab, dims, t = uses_gpu(settings), VOCAB[settings["corpus"]], _dims(settings), settings["train"]
+    gpu, vocab, dims, t = uses_gpu(settings), vocab_of(settings), _dims(settings), settings["train"]
     state = n_params(dims, vocab) * 4 * 12  # weights, grads, ASGD average, best copy, checkpoint buffers
     corpus = sum(tokens(settings, s) for s in ("train", "valid", "test")) * 8 * 2
     activations = 0
     if not gpu:
-        steps = t["batch_size"] * (t["bptt"] + t.get("max_seq_len_delta", 0))
-        per_token = sum(6 * 4 * h for _, h in _layer_sizes(dims)) + 3 * dims["experts"] * vocab
-        activations = steps * per_token * 4
+        window = t["bptt"] + t.get("max_seq_len_delta", 0)
+        if bodycost.body_of(dims) == "awd_lstm":
+            body = sum(6 * 4 * h for _, h in bodycost.lstm_layers(dims))
+        else:  # the GPU memory plan's per-token floats, with the CPU's choice of attention kernel
+            body = bodycost.train_floats(dims, window, bodycost.math_attention(dims, "cpu"))
+        activations = t["batch_size"] * window * (body + 3 * dims["experts"] * vocab) * 4
     return _mb(state + corpus + activations, gpu)
 
 
 def evaluate_mem_mb(settings: dict) -> int:
     """SLURM ``mem_mb`` of an evaluation job: the model, the Gram matrix and its eigensolver."""
-    gpu, vocab = uses_gpu(settings), VOCAB[settings["corpus"]]
+    gpu, vocab = uses_gpu(settings), vocab_of(settings)
     m, n = spectrum_shape(settings)
     k = min(m, n)
     # the Gram (float64) plus the eigensolver's half-size workspace: 1.5 x k^2 x 8 bytes matches the

@@ -47,6 +47,78 @@ def test_model_is_within_a_factor_of_the_simulated_peak(head, size, ptb_corpus):
     assert 1 / memory.MEASURED_FACTOR <= ratio <= memory.MEASURED_FACTOR, (predicted, measured_train)
 
 
+K = 50  # a small vocabulary, so that the body's activations, not the head's, fill the step
+TRANSFORMERS = {  # name: (model overrides, batch size); the context is the training window
+    "learned": ({}, 10),
+    "attention-dropout": ({"dropout": 0.1}, 10),   # the CPU kernels then keep the B x h x T^2 scores
+    "rotary": ({"positions": "rotary"}, 10),
+    "wider": ({"emb_size": 64, "hidden_size": 256, "n_layers": 3, "context_size": 32}, 20),
+}
+
+
+@pytest.fixture(scope="module")
+def small_vocab_corpus(ptb_corpus, tmp_path_factory):
+    from audit.data.corpus import load, restrict_vocab, save
+
+    path = tmp_path_factory.mktemp("ptb_small") / f"corpus_v{K}.pt"
+    save(restrict_vocab(load(ptb_corpus), K), path)
+    return path
+
+
+def _transformer_peak(name: str, corpus) -> tuple[dict, int]:
+    """Settings of a tiny Transformer run (AdamW, a fixed window) and the simulated device's peak
+    over its training epoch."""
+    from audit.train import trainer as T
+
+    overrides, batch = TRANSFORMERS[name]
+    model = {"body": "transformer", "emb_size": 32, "hidden_size": 128, "n_layers": 2, "n_heads": 4,
+             "context_size": 64, "positions": "learned", "dropout": 0.0, "dropouti": 0.0, "dropoute": 0.0,
+             "dropouth": 0.0, "wdrop": 0.0, **overrides}
+    settings = tiny_settings(epochs=1, train_tokens=3000, asgd="none", optimizer="adamw", lr=0.002, clip=1.0,
+                             wdecay=0.01, alpha=0.0, beta=0.0, device="cuda", bptt=model["context_size"],
+                             variable_bptt=False, batch_size=batch, model=model)
+    settings["vocab_size"] = K   # as run_settings records data.vocab_size
+    with simulated_cuda() as sim:
+        trainer = T.Trainer(settings, str(corpus), log=lambda m: None)
+        sim.reset_peak()
+        trainer.train_epoch()
+        return settings, sim.peak
+
+
+@pytest.mark.parametrize("name", TRANSFORMERS)
+def test_transformer_model_is_within_a_factor_of_the_simulated_peak(name, small_vocab_corpus):
+    """A pre-LN Transformer's training step (Korthikanti et al.'s saved tensors per block, the
+    scores when attention runs on the math path) against the simulated device's peak. The
+    simulated device runs the CPU's kernels: math-path attention exactly when dropout is on."""
+    settings, measured = _transformer_peak(name, small_vocab_corpus)
+    predicted = memory.train_bytes(settings, math_attention=settings["model"]["dropout"] > 0)
+    ratio = predicted / measured
+    assert 1 / memory.MEASURED_FACTOR <= ratio <= memory.MEASURED_FACTOR, (predicted, measured)
+
+
+def test_attention_scores_cost_what_the_model_says(small_vocab_corpus):
+    """What attention dropout adds (the math path's B x heads x T^2 scores: 4 x 64 per token per
+    block here, more than the block's other activations) within 25% of what the simulated device
+    measured; a model without the scores would miss it whole."""
+    fused, fused_peak = _transformer_peak("learned", small_vocab_corpus)
+    math, math_peak = _transformer_peak("attention-dropout", small_vocab_corpus)
+    predicted = memory.train_bytes(math, math_attention=True) - memory.train_bytes(fused, math_attention=False)
+    assert 0.8 <= predicted / (math_peak - fused_peak) <= 1.25, (predicted, math_peak - fused_peak)
+
+
+def test_transformer_paper_plan():
+    """configs/transformer-paper.yaml: MoS's training step holds 5 x 15 + 4 floats per vocabulary
+    entry (HEAD_FLOATS) for 32 x 256 tokens, 26 GB of the 28.8 GB: two runs fit in 90% of 80 GB, three do not."""
+    config = load_study(REPO / "configs" / "transformer-paper.yaml")
+    rows = {(r["arm"], r["job"]): r for r in memory.plan(config)}
+    head = 32 * 256 * (5 * 15 + 4) * 10_000 * 4 / 1e9
+    assert head < rows["mos", "train"]["gb"] < head + 4 and rows["mos", "train"]["runs_per_gpu"] == 2
+    memory.check_plan(config, "configs/transformer-paper.yaml")
+    config["train"]["runs_per_gpu"] = 3
+    with pytest.raises(AuditError, match="train job of mos .* set train.runs_per_gpu <= 2"):
+        memory.check_plan(config, "configs/transformer-paper.yaml")
+
+
 def _paper_wt2(**train):
     config = load_study(REPO / "configs" / "paper-wt2.yaml")
     config["train"].update(device="cuda", **train)
@@ -80,3 +152,20 @@ def test_snakemake_refuses_the_oversubscribed_study(tmp_path):
                           cwd=REPO, capture_output=True, text=True)
     assert proc.returncode != 0
     assert f"{path}: train job of" in proc.stdout + proc.stderr or f"{path}: evaluate job of" in proc.stdout + proc.stderr
+
+
+def test_plan_notes_an_outside_body(tmp_path, monkeypatch, capsys):
+    """A body by import path (the docs' GRU) is planned by audit.bodycost's stated rule, and the
+    printed plan ends with the note that says so."""
+    from helpers import doc_example, write_package
+
+    write_package(tmp_path, "planned_bodies", {"gru": doc_example("bodies.md")})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    config = yaml.safe_load((REPO / "configs" / "smoke.yaml").read_text())
+    config.setdefault("model", {})["body"] = "planned_bodies.gru:GRUBody"
+    path = tmp_path / "outside.yaml"
+    path.write_text(yaml.safe_dump(config))
+    assert memory.main([str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1].startswith("note: model.body 'planned_bodies.gru:GRUBody' is not built in: costed conservatively")
+    assert sum(line.startswith("note:") for line in lines) == 1

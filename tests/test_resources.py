@@ -21,7 +21,8 @@ def study(name: str) -> dict:
 
 def settings(name: str, corpus: str, head: str, device: str = "cuda", **train) -> dict:
     config = study(name)
-    s = run_settings(config, corpus, head, config["seeds"][0])
+    seeds = config["seeds"]  # a list, or a sequential schedule (configs/default.yaml)
+    s = run_settings(config, corpus, head, seeds[0] if isinstance(seeds, list) else seeds.get("first", 1))
     s["train"].update(device=device, **train)
     return s
 
@@ -46,14 +47,84 @@ def test_macs_per_token_of_the_lk_model_by_hand():
     ("paper-ptb.yaml", "ptb", "softmax"), ("paper-ptb.yaml", "ptb", "mos"), ("paper-ptb.yaml", "ptb", "mos_fair"),
     ("paper-ptb.yaml", "ptb", "sigsoftmax"), ("paper-wt2.yaml", "wikitext-2", "mos"),
     ("paper-wt2.yaml", "wikitext-2", "softmax"),
+    ("transformer-paper.yaml", "ptb", "softmax"), ("transformer-paper.yaml", "ptb", "mos"),
+    ("transformer.yaml", "ptb", "softmax"), ("transformer.yaml", "ptb", "mos"),  # at K = 2,000
+    ("default.yaml", "ptb", "softmax"),
 ])
 def test_parameter_estimate_is_the_exact_count(config, corpus, head):
     from audit.model.params import count_params
     from audit.train.trainer import model_config
 
     s = settings(config, corpus, head)
-    exact = count_params(model_config(s, resources.VOCAB[corpus]))
-    assert resources.n_params(resources._dims(s), resources.VOCAB[corpus]) == exact
+    vocab = resources.vocab_of(s)
+    assert vocab == study(config)["data"]["vocab_size"] or resources.VOCAB[corpus]
+    exact = count_params(model_config(s, vocab))
+    assert resources.n_params(resources._dims(s), vocab) == exact
+
+
+def test_rotary_transformer_parameter_estimate_is_the_exact_count():
+    from audit.model.params import count_params
+    from audit.train.trainer import model_config
+
+    s = settings("transformer.yaml", "ptb", "softmax")
+    s["model"].update(positions="rotary", decoder_bias=False)
+    assert resources.n_params(resources._dims(s), 2000) == count_params(model_config(s, 2000))
+
+
+def test_transformer_training_flops_are_the_counted_matmuls():
+    """6 N + 12 L T d per token, by hand, equals torch's FLOP counter over one training step of a
+    tiny Transformer (forward and backward; attention on the math path, whose q k^T and weighted
+    sum are plain matrix products; the embedding lookup, LayerNorm and GELU are not matmuls)."""
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from audit.model.awd_lstm import LanguageModel, ModelConfig
+
+    V, d, ff, L, heads, T, B = 50, 16, 24, 2, 4, 12, 3
+    model = {"body": "transformer", "emb_size": d, "hidden_size": ff, "n_layers": L, "n_heads": heads,
+             "context_size": T, "dropout": 0.0, "dropouti": 0.0}
+    by_hand = 6 * (L * (4 * d * d + 2 * d * ff) + d * V) + 12 * L * T * d
+    dims = resources._dims({"head": "softmax", "options": {}, "model": model})
+    assert resources.train_flops_per_token(dims, V) == by_hand
+    torch.manual_seed(0)
+    lm = LanguageModel(ModelConfig(vocab_size=V, **model)).train()
+    words = torch.randint(0, V, (T, B))
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        log_p = lm(words, lm.init_hidden(B))[0]
+        F.nll_loss(log_p.reshape(-1, V), words.reshape(-1)).backward()
+    assert counter.get_total_flops() == by_hand * T * B
+
+
+def test_transformer_cpu_estimate_errs_long_within_its_safety_factor():
+    # README, configs/transformer.yaml: one softmax run trained its 1.2M tokens in 66 CPU-s (1 thread)
+    s = settings("transformer.yaml", "ptb", "softmax", device="cpu")
+    estimate = resources.seconds_per_token(s, gpu=False) * 1_200_000
+    assert 66 <= estimate <= 66 * resources.SAFETY["cpu"]
+
+
+def test_outside_body_is_costed_by_the_stated_rule(tmp_path, monkeypatch):
+    """The docs' GRU body: its own parameter count, every weight once per token plus a
+    Transformer's attention term, and the larger built-in activation count; the plan says so."""
+    from helpers import doc_example, write_package
+
+    from audit import bodycost
+
+    write_package(tmp_path, "costed_bodies", {"gru": doc_example("bodies.md")})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    s = settings("smoke.yaml", "ptb", "softmax")
+    s["model"].update(body="costed_bodies.gru:GRUBody")
+    dims, V, d = resources._dims(s), 10_000, s["model"]["emb_size"]
+    gru = 3 * (2 * d * d + 2 * d)   # tests/model/test_docs_examples.py
+    assert resources.n_params(dims, V) == V * d + gru + V
+    attention = 2 * dims["n_layers"] * dims["context_size"] * d
+    assert resources.macs_per_token(dims, V) == gru + attention + d * V
+    awd = bodycost.train_floats({**dims, "body": "awd_lstm"}, 20, False)
+    transformer = bodycost.train_floats({**dims, "body": "transformer"}, 20, True)
+    assert bodycost.train_floats(dims, 20, False) == max(awd, transformer)
+    assert bodycost.note(dims).startswith("note: model.body 'costed_bodies.gru:GRUBody' is not built in")
+    assert bodycost.note(resources._dims(settings("smoke.yaml", "ptb", "softmax"))) is None
 
 
 @pytest.mark.parametrize("corpus,family,head", [

@@ -1,7 +1,8 @@
 """Parameter counts of a study's heads, and the capacity-matched softmax's embedding size.
 
 ``python -m audit params <config.yaml>`` prints ``<name> <n_params>`` per head entry without
-training. Counts are exact: the model is built on PyTorch's ``meta`` device (shapes only, no
+training, at the vocabulary the study's runs train on (``data.vocab_size``: K, else the corpus's
+own). Counts are exact: the model is built on PyTorch's ``meta`` device (shapes only, no
 memory, about a millisecond) and its trainable parameters are summed as in
 ``audit.model.count_parameters`` (the tied embedding once, frozen PLIF slopes not at all).
 """
@@ -105,7 +106,7 @@ def _nearest(target: int, sized, below: bool = False):
     return sized(min((lo, hi), key=lambda x: (abs(count_params(sized(x)) - target), x)))
 
 
-def vocab_size(study: dict, corpus: str) -> int:
+def corpus_vocab_size(study: dict, corpus: str) -> int:
     """V of a corpus: counted from the mirror's train.txt when there is one, else pinned."""
     from audit.data.corpus import tokenise
     from audit.data.fetch import resolve_mirror
@@ -117,6 +118,25 @@ def vocab_size(study: dict, corpus: str) -> int:
     if corpus not in PINNED_VOCAB:
         raise AuditError(f"corpus {corpus!r}: no mirror to count its vocabulary and no pinned size")
     return PINNED_VOCAB[corpus]
+
+
+def vocab_size(study: dict, corpus: str) -> int:
+    """V the study's runs train on: K = ``data.vocab_size`` when set, else the corpus's own.
+
+    The workflow's ``restrict_corpus`` rule (``audit.data.corpus.restrict_vocab``) keeps exactly K
+    entries: the K most frequent training words, or the K - 1 most frequent and ``<unk>`` when
+    ``<unk>`` is not among them; ``<eos>`` counts as a word. No special is added beyond K.
+
+    Raises:
+        AuditError: K outside 2..V of the corpus (the error restrict_vocab would give later).
+    """
+    full = corpus_vocab_size(study, corpus)
+    size = study.get("data", {}).get("vocab_size")
+    if size is None:
+        return full
+    if not 2 <= size <= full:
+        raise AuditError(f"config key data.vocab_size: {size} must be between 2 and the corpus's {full:,} words")
+    return size
 
 
 def entry_model_config(study: dict, entry: dict, vocab: int):
@@ -165,7 +185,8 @@ def main(argv: list[str]) -> int:
                                      description="Print '<head> <n_params>' for each head of a study.")
     parser.add_argument("config", help="study config YAML")
     parser.add_argument("--corpus", help="corpus to size the vocabulary (default: the study's first)")
-    parser.add_argument("--vocab-size", type=int, help="use this V instead of counting the corpus")
+    parser.add_argument("--vocab-size", type=int,
+                        help="use this V instead of the study's (data.vocab_size, else the corpus's)")
     parser.add_argument("--sizes", action="store_true", help="also print d, H and d' of each head")
     args = parser.parse_args(argv)
     from audit.config import load_study

@@ -131,3 +131,35 @@ def test_matched_softmax_on_a_transformer_keeps_d_a_multiple_of_the_heads():
     assert abs(count_params(solved) - target) <= MATCH_TOLERANCE * target
     bigger = ModelConfig(**{**base.to_dict(), "emb_size": solved.emb_size + 8})
     assert count_params(bigger) > target   # the largest d that fits, the MLP width closed the gap
+
+
+def test_params_cli_counts_at_the_studys_restricted_vocabulary(tmp_path, capsys, ptb_corpus):
+    """``data.vocab_size: K``: the runs train on the restricted corpus, whose vocabulary has exactly
+    K entries (restrict_vocab: the K most frequent words, <unk> among them, no special added), so
+    the printed counts are the closed form at V = K and softmax_matched is solved at that V."""
+    import yaml
+
+    from audit.data.corpus import load, restrict_vocab
+
+    K, d, H, experts = 300, 32, 64, 2
+    assert len(restrict_vocab(load(ptb_corpus), K).vocab) == K
+    config = {"study": "restricted", "seeds": [1], "data": {"corpora": ["ptb"], "vocab_size": K},
+              "model": {"emb_size": d, "hidden_size": H, "n_layers": 2},
+              "heads": [{"name": "softmax"}, {"name": "mos", "options": {"experts": experts}},
+                        {"name": "softmax_matched", "options": {"match": "mos"}}]}
+    path = tmp_path / "restricted.yaml"
+    path.write_text(yaml.safe_dump(config))
+    assert main([str(path), "--sizes"]) == 0
+    rows = {line.split()[0]: line.split()[1:] for line in capsys.readouterr().out.splitlines()}
+    softmax = lambda e: lstm_softmax_formula(K, e, H, layers=2)  # noqa: E731
+    mos = softmax(d) + d * experts * d + experts * d + d * experts   # latent d -> K d (bias), prior d -> K
+    assert int(rows["softmax"][0]) == softmax(d) == 47_532
+    assert int(rows["mos"][0]) == mos
+    # the matched softmax: the d whose closed-form count is nearest the MoS's (ties: the smaller)
+    solved = min(range(1, 4 * d), key=lambda e: (abs(softmax(e) - mos), e))
+    assert rows["softmax_matched"][:2] == [str(softmax(solved)), f"d={solved}"]
+    config["data"]["vocab_size"] = 20000
+    path.write_text(yaml.safe_dump(config))
+    message = r"^config key data.vocab_size: 20000 must be between 2 and the corpus's 10,000 words$"
+    with pytest.raises(AuditError, match=message):
+        main([str(path)])
