@@ -26,7 +26,7 @@ def tiny_settings(head="softmax", seed=1, epochs=2, train_tokens=6000, model=Non
 
 
 # wall-clock and CPU-time fields differ between any two runs; everything else a run computes must be identical
-TIMING = {"wall_seconds", "tokens_per_second", "train_seconds", "train_cpu_seconds"}
+TIMING = {"wall_seconds", "tokens_per_second", "train_seconds", "train_cpu_seconds", "job_cpu_seconds"}
 
 
 def comparable(metrics: dict) -> dict:

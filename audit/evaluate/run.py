@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -225,6 +226,7 @@ def evaluate_run(run_dir: str | os.PathLike, corpus_path: str, wordsim_dir: str,
     atomic_write_text(pairs.to_csv(index=False), out / "wordsim_pairs.csv")
     atomic_write_text(top_table.to_csv(index=False), out / "topk.csv")
     atomic_write_text(argmax_table.to_csv(index=False), out / "argmax_tokens.csv")
+    result["job_cpu_seconds"] = time.process_time()   # the whole job's CPU (audit.bench.study)
     atomic_write_text(json.dumps(result, indent=1, sort_keys=True), out / "eval.json")
     return result
 

@@ -1,6 +1,7 @@
 """Tests for audit.bench.study: the CPU-share table of a study, from hand-made run folders."""
 
 import json
+import math
 import sys
 
 import pytest
@@ -46,6 +47,28 @@ def test_a_run_without_its_train_benchmark_is_left_to_everything_else(tmp_path):
     parts = study.run_parts(tmp_path)
     assert (parts["training"], parts["train_jobs"], parts["missing"]) == (30.0, 34.0, 1)
     assert list(study.share_table(parts, 100.0)["cpu_seconds"])[1] == 4.0   # never negative
+
+
+def test_the_jobs_own_cpu_is_preferred_to_the_sampled_benchmark_files(tmp_path):
+    _run(tmp_path, "softmax", 1, 30.0, 20.0, 8.0)      # the train benchmark missed its last seconds
+    folder = tmp_path / "runs" / "ptb" / "softmax" / "1"
+    metrics = json.loads((folder / "metrics.json").read_text())
+    (folder / "metrics.json").write_text(json.dumps({**metrics, "job_cpu_seconds": 36.5}))
+    (folder / "eval.json").write_text(json.dumps({"job_cpu_seconds": 9.5}))
+    parts = study.run_parts(tmp_path)
+    assert (parts["train_jobs"], parts["evaluate_jobs"], parts["sampled"]) == (36.5, 9.5, set())
+    assert list(study.share_table(parts, 100.0)["cpu_seconds"]) == [30.0, 6.5, 9.5, 54.0, 100.0]
+
+
+def test_a_sampled_train_job_below_its_steps_gives_no_negative_rest(tmp_path, capsys):
+    _run(tmp_path, "softmax", 1, 30.0, 20.0, 8.0)      # benchmark files only, undercounting
+    parts = study.run_parts(tmp_path)
+    assert parts["sampled"] == {"train", "evaluate"}
+    table = study.share_table(parts, 100.0)
+    assert math.isnan(table["cpu_seconds"][1]) and table["share"][1] == "n/a"
+    assert list(table["cpu_seconds"])[2:] == [8.0, 72.0, 100.0]
+    assert study.main(["--results", str(tmp_path), "--total-cpu", "100"]) == 0
+    assert "lower bounds" in capsys.readouterr().out
 
 
 def test_command_mode_counts_the_cpu_of_the_children(tmp_path, capsys):

@@ -49,7 +49,8 @@ def test_eval_matches_an_independent_computation(trained, ptb_corpus, mirror):
     spectrum = np.load(trained / "spectrum.npz")
     k = result["press_rank"]  # values above the tolerance agree; below it the float64 Gram resolves ~1e-8 of s_max
     assert np.allclose(spectrum["log_p_sv"][:k], sv[:k], rtol=1e-6)
-    assert json.loads((trained / "eval.json").read_text())["press_rank"] == result["press_rank"]
+    written = json.loads((trained / "eval.json").read_text())
+    assert written["press_rank"] == result["press_rank"] and written["job_cpu_seconds"] > 0
     # per-sentence sums from the same pass: they add up to the corpus NLL, and their token
     # counts are the lines of the raw test file (words + <eos>; the first token is not predicted)
     sentences = np.load(trained / "sentences.npz")

@@ -38,6 +38,8 @@ def test_same_seed_gives_identical_metrics_and_weights(ptb_corpus, tmp_path):
     assert a["valid_ppl"] != c["valid_ppl"]
     assert a["log"][-1]["averaging"] or len(a["log"]) == 2
     assert json.loads((tmp_path / "a" / "metrics.json").read_text())["valid_ppl"] == a["valid_ppl"]
+    # the job's own CPU covers its training steps (audit.bench.study reads both)
+    assert a["job_cpu_seconds"] >= a["train_cpu_seconds"] > 0
 
 
 def test_killed_run_resumes_to_exactly_the_uninterrupted_metrics(ptb_corpus, tmp_path):
