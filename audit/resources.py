@@ -22,7 +22,9 @@ Model (every constant below says where it comes from):
   ``python -m audit bench spectrum`` (README, Benchmarks); the hidden-size gap repeats the
   forward pass over the spectrum's contexts and the spectrum (``evaluate.hidden_gap``), and the
   argmax test of the heads with an exact one costs its cheap tiers (V^2 d) plus at most
-  ``evaluate.argmax.lp_budget`` LPs (``python -m audit bench argmax``).
+  ``evaluate.argmax.lp_budget`` LPs, that of the others (the witness search) at most
+  ``evaluate.argmax.search_tokens`` tokens x (``search_steps`` + the starts) forward and
+  backward passes of the head (``python -m audit bench argmax``).
 
 Then a safety factor, a floor (short jobs still need imports and a queue slot) and a ceiling
 (``AUDIT_SLURM_MAX_MINUTES``, default 1440 = 24 h, the usual partition limit): a run that needs
@@ -89,6 +91,14 @@ ARGMAX_LP_SECONDS = 11.0
 ARGMAX_CHEAP_SECONDS = 8.0 / (10_000**2 * 400)
 # heads with the exact test (audit/evaluate/debate.py: an increasing map of W x + b, or MoC)
 EXACT_ARGMAX_HEADS = ("softmax", "softmax_matched", "sigsoftmax", "gss", "plif", "plif_frozen", "moc")
+# the witness search of the other heads (audit/evaluate/argmax_search.py): CPU seconds of one
+# token's ascent step (forward and backward of the head) per multiply-add of the head's forward,
+# timed at PTB paper size (MoS, 15 experts, d' = 620, d = 280: 4.4 ms per token-step for 44.6M
+# multiply-adds on a full block; `bench argmax` measured 0.32 s for a token that runs all 100
+# steps, so this errs long); a token costs at most its steps plus ~20 passes (the centre's
+# gradient, the starts' forward, every start's PROBE steps, the float64 re-checks)
+ARGMAX_SEARCH_SECONDS_PER_MAC = 4.4e-3 / 44.6e6
+ARGMAX_SEARCH_START_PASSES = 20
 SAFETY = {"gpu": 1.5, "cpu": 2.0}  # V100 figures vary by GPU (K80 ~3x slower: SF README)
 MIN_MINUTES = 10
 DEFAULT_MAX_MINUTES = 24 * 60
@@ -226,11 +236,25 @@ def evaluate_minutes(settings: dict) -> int:
     passes = 2 if options["hidden_gap"] else 1
     forward = seconds_per_token(settings, gpu) / 3 * (tokens(settings, "test") + tokens(settings, "valid")
                                                       + (passes - 1) * m)
-    argmax = 0.0
     if settings["head"] in EXACT_ARGMAX_HEADS:
         argmax = ARGMAX_CHEAP_SECONDS * n * n * _dims(settings)["emb_size"] \
             + ARGMAX_LP_SECONDS * options["argmax"]["lp_budget"]
+    else:
+        argmax = argmax_search_seconds(settings, n)
     return _minutes(forward + passes * (m * n * k + 2 * k**3) / GRAM_FLOPS + argmax, gpu)
+
+
+def argmax_search_seconds(settings: dict, vocab: int) -> float:
+    """CPU seconds of the witness search at most: every searched token runs all its steps. The
+    head's multiply-adds per position: a mixture's latent layer (d' -> K d) and K decoders (d x
+    V); Mixtape counted as K = 4 decoders, an outside head as one (the softmax's)."""
+    dims, options = _dims(settings), settings["evaluate"]["argmax"]
+    d, last = dims["emb_size"], dims["last_size"] or dims["emb_size"]
+    experts = 4 if settings["head"] == "mixtape" else dims["experts"]
+    macs = (last * experts * d if experts > 1 else 0) + experts * d * vocab
+    tokens = vocab if options["search_tokens"] == "all" else min(vocab, int(options["search_tokens"]))
+    passes = options["search_steps"] + ARGMAX_SEARCH_START_PASSES
+    return ARGMAX_SEARCH_SECONDS_PER_MAC * macs * tokens * passes
 
 
 def _mb(n_bytes: float, gpu: bool) -> int:

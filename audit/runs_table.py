@@ -31,7 +31,7 @@ EXTRA_COLUMNS = [  # present when the head has an element-wise transform f of th
     "f_logits_entropy_rank", "jacobian_fraction_below", "contexts", "epochs_run", "best_epoch",
     "vocab_size", "emb_size", "tokens_trained", "asgd_epoch", "valid_gain_last",
     # the measurements since 2021 (audit/evaluate/debate.py); empty where a head has none
-    "unargmaxable", "argmax_unresolved", "argmax_seconds", "argmax_note", "gradient_share",
+    "unargmaxable", "argmax_argmaxable", "argmax_unresolved", "argmax_seconds", "argmax_note", "gradient_share",
     "gradient_norm_share", "gradient_share_tokens", "gradient_share_note", "hidden_gap_dim",
     "hidden_gap_ratio", "hidden_gap_ok",
 ]

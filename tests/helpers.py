@@ -3,7 +3,8 @@
 from audit.config import check_study, run_settings, train_settings
 
 # the evaluate options of the tiny runs (evaluate_run's ``options``; no longer in the run settings)
-TINY_EVALUATE = {"contexts": 300, "argmax": {"lp_budget": 20}, "gradient_share": {"contexts": 300}}
+TINY_EVALUATE = {"contexts": 300, "argmax": {"lp_budget": 20, "search_tokens": 40, "search_steps": 20},
+                 "gradient_share": {"contexts": 300}}
 
 
 # a tiny Transformer and the training it needs (tiny_settings(model=TRANSFORMER, **TRANSFORMER_TRAIN))

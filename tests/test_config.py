@@ -20,6 +20,7 @@ def test_defaults_are_filled_from_the_schema():
     config = check_study(minimal())
     assert config["model"]["emb_size"] == 400 and config["train"]["lr"] == 20.0
     assert config["data"]["corpora"] == ["ptb"] and config["evaluate"]["contexts"] == "all"
+    assert config["evaluate"]["argmax"]["search_steps"] == 100 and config["evaluate"]["argmax"]["search_tokens"] == 1000
     assert config["heads"][0]["head"] == "softmax" and config["heads"][0]["options"] == {}
 
 
@@ -50,6 +51,9 @@ def test_defaults_are_filled_from_the_schema():
     (minimal(claims=[{"id": "c", "source": "s", "expect": "up",
                       "comparison": {"head_a": "mos", "head_b": "softmax", "metric": "test_ppl"}}]),
      "claims[0].expect: 'up' is not one of ['lower', 'higher', 'equivalent', 'not_lower', 'not_higher']"),
+    (minimal(evaluate={"argmax": {"search_steps": -1}}),
+     "evaluate.argmax.search_steps: -1 is less than the minimum of 0"),
+    (minimal(evaluate={"argmax": {"search_tokens": "most"}}), "evaluate.argmax.search_tokens: 'most' is not valid"),
     (minimal(stats={"alpha": 0.7}), "stats.alpha: 0.7 is greater than or equal to the maximum of 0.5"),
     (minimal(stats={"min_seed": 3}), "stats: Additional properties are not allowed ('min_seed' was unexpected)"),
 ])

@@ -189,3 +189,16 @@ def test_evaluation_memory_covers_the_measured_wt2_spectrum_peak():
     small = settings("smoke.yaml", "ptb", "softmax", device="cpu")  # 500 contexts: the row Gram
     assert resources.spectrum_shape(small) == (500, 10_000)
     assert resources.evaluate_mem_mb(small) < resources.evaluate_mem_mb(s) / 4
+
+
+def test_the_witness_search_of_a_paper_size_mos_is_bounded_and_counted_in_the_evaluate_job():
+    mos = settings("paper-ptb.yaml", "ptb", "mos")
+    # 15 experts: latent 620 x 15 x 280 and 15 decoders 280 x 10,000 per position, at the default
+    # 1,000 tokens x (100 steps + 10 start passes): the CPU budget of issue 24 (10 minutes) holds
+    macs = 620 * 15 * 280 + 15 * 280 * 10_000
+    expected = resources.ARGMAX_SEARCH_SECONDS_PER_MAC * macs * 1000 * (100 + resources.ARGMAX_SEARCH_START_PASSES)
+    assert resources.argmax_search_seconds(mos, 10_000) == pytest.approx(expected) and expected <= 600
+    more = settings("paper-ptb.yaml", "ptb", "mos")
+    more["evaluate"]["argmax"]["search_tokens"] = "all"
+    assert resources.evaluate_minutes(more) > resources.evaluate_minutes(mos)
+    assert resources.argmax_search_seconds(more, 10_000) == pytest.approx(expected * 10)

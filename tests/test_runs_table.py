@@ -78,11 +78,15 @@ def test_the_measurements_since_2021_become_columns(tmp_path):
     (run / "eval.json").write_text(json.dumps(result))
     mos = _run(tmp_path, "mos", 1)
     result = json.loads((mos / "eval.json").read_text())
-    result.update(unargmaxable=None, argmax_note="not measured: mos is a mixture", gradient_share=0.75)
+    result.update(unargmaxable=None, argmax_argmaxable=7, argmax_unresolved=93, argmax_seconds=2.5,
+                  argmax_note="lower bound from a witness search: at least 7 argmaxable, 93 unresolved",
+                  gradient_share=0.75)
     (mos / "eval.json").write_text(json.dumps(result))
     runs = collect([run, mos])[0].set_index("head")
     assert runs.loc["softmax", "unargmaxable"] == 0 and runs.loc["softmax", "argmax_unresolved"] == 3
     assert runs.loc["softmax", "hidden_gap_dim"] == 400 and runs.loc["softmax", "hidden_gap_ok"] == True  # noqa: E712
     assert runs.loc["softmax", "hidden_gap_ratio"] == float("inf")
-    assert pd.isna(runs.loc["mos", "unargmaxable"]) and runs.loc["mos", "argmax_note"].startswith("not measured")
+    assert pd.isna(runs.loc["mos", "unargmaxable"]) and runs.loc["mos", "argmax_note"].startswith("lower bound")
+    assert runs.loc["mos", "argmax_argmaxable"] == 7 and runs.loc["mos", "argmax_unresolved"] == 93
+    assert pd.isna(runs.loc["softmax", "argmax_argmaxable"])     # not in this softmax's eval.json
     assert list(runs["gradient_share"]) == [0.75, 0.25]

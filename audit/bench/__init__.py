@@ -7,7 +7,8 @@
 ``step``: our training step against a plain nn.LSTM loop of the same shape (audit/bench/step.py).
 ``candidates``: candidate CPU model sizes against the unigram baseline (audit/bench/candidates.py).
 ``study``: where a study's CPU goes, the training steps' share of it (audit/bench/study.py).
-``argmax``: seconds and tokens settled per tier of the unargmaxable-token test at PTB paper size (audit/bench/argmax.py).
+``argmax``: seconds and tokens settled per tier of the unargmaxable-token test at PTB paper size, and the cost of
+the witness search on a paper-size MoS (audit/bench/argmax.py).
 ``gpu``: s/epoch, concurrent runs per GPU and projected GPU-hours of the paper configs (audit/bench/gpu.py).
 """
 

@@ -15,6 +15,16 @@ trained softmax head, as no paper-size trained model is at hand:
 
 Printed per tier: tokens settled and CPU seconds (``time.process_time``); then seconds per LP, the cheap tiers' total and
 the LP budget that keeps the whole check within ``--minutes`` (10 CPU-minutes: issue 24).
+
+Then the witness search of the heads without an exact test (``audit.evaluate.argmax_search``) on
+PTB paper size's MoS (``--experts`` 15, decoder d = ``--mixture-dim`` 280 on the same kind of
+seeded W and b, input d' = ``--mixture-input`` 620 in [-1, 1]^d', the latent layer at PyTorch's
+init), with ``--search-planted`` tokens planted as above: l_c is the mean of three words' logits
+in every expert, so exp(l_c) <= their mean (convexity), p_c <= the mean of their p in every
+component and in the mixture, and no input makes c the argmax. The search never certifies them
+(checked) and runs every step on them: their CPU seconds per token are the worst case, which
+bounds a whole head's cost and gives the token budget (``evaluate.argmax.search_tokens``) within
+``--minutes``. A random sample of the other tokens shows the common case (random rows are easy).
 Run single-threaded (OMP_NUM_THREADS=1): CPU seconds of one core.
 """
 
@@ -25,7 +35,8 @@ import time
 
 import numpy as np
 
-from audit.evaluate import argmax
+from audit.config import check_section
+from audit.evaluate import argmax, argmax_search
 
 
 def layer(vocab: int, d: int, scale: float, planted: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -42,6 +53,50 @@ def layer(vocab: int, d: int, scale: float, planted: int, seed: int) -> tuple[np
     return W, b, np.sort(tokens)
 
 
+def mixture_head(W: np.ndarray, b: np.ndarray, experts: int, d_in: int, seed: int):
+    """A MoS head (eval mode) with decoder W (V, d), bias b and a seeded latent layer d_in -> K d."""
+    import torch
+
+    from audit.model.heads import HeadSpec, build_head
+
+    torch.manual_seed(seed)
+    embedding = torch.nn.Embedding(*W.shape)
+    embedding.weight.data = torch.from_numpy(W).float()
+    head = build_head("mos", HeadSpec(d_in=d_in, embedding=embedding, options={"experts": experts, "dropoutl": 0.0}))
+    head.bias.data = torch.from_numpy(b).float()
+    return head.eval()
+
+
+def search_report(args) -> bool:
+    """Print the witness search's cost on a paper-size MoS head (module docstring); whether it
+    certified none of the planted tokens."""
+    options = check_section("evaluate", {}, "evaluate options")["argmax"]
+    W, b, planted = layer(args.vocab, args.mixture_dim, args.scale, args.search_planted, args.seed)
+    head = mixture_head(W, b, args.experts, args.mixture_input, args.seed)
+    rest = np.setdiff1d(np.arange(args.vocab), planted)
+    sample = np.random.default_rng(args.seed).choice(rest, size=min(args.search_sample, rest.size), replace=False)
+    easy = argmax_search.search(head, 1.0, args.mixture_input, steps=args.search_steps, seed=args.seed, tokens=sample)
+    hard = argmax_search.search(head, 1.0, args.mixture_input, steps=args.search_steps, seed=args.seed, tokens=planted)
+    worst = hard.seconds / max(1, planted.size)
+    print(f"\nwitness search: MoS, V = {args.vocab}, {args.experts} experts, d = {args.mixture_dim}, "
+          f"d' = {args.mixture_input}, box [-1, 1]^d', {args.search_steps} steps; "
+          f"{planted.size} planted unargmaxable tokens (w_c, b_c the mean of three others': p_c <= their max)")
+    print("| tokens | searched | certified | CPU seconds | per token |\n|---|---|---|---|---|")
+    print(f"| random sample | {sample.size} | {easy.argmaxable.size} | {easy.seconds:.1f} | "
+          f"{easy.seconds / max(1, sample.size):.3f} |")
+    print(f"| planted (every step runs: the worst case) | {planted.size} | {hard.argmaxable.size} | "
+          f"{hard.seconds:.1f} | {worst:.3f} |")
+    default = options["search_tokens"]
+    default = args.vocab if default == "all" else min(args.vocab, default)
+    print(f"worst case: all {args.vocab} tokens {worst * args.vocab / 60:.1f} CPU-minutes; the default "
+          f"search_tokens = {options['search_tokens']}: {worst * default / 60:.1f} CPU-minutes; within "
+          f"{args.minutes:g} minutes: {int(60 * args.minutes // worst) if worst else args.vocab} tokens "
+          f"(evaluate.argmax.search_tokens)")
+    wrong = int(np.isin(planted, hard.argmaxable).sum())
+    print(f"planted tokens certified (must be 0): {wrong}")
+    return wrong == 0
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m audit bench argmax", description=__doc__.split("\n")[0])
     parser.add_argument("--vocab", type=int, default=10_000)
@@ -50,7 +105,16 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--planted", type=int, default=10, help="tokens made unargmaxable (inside the hull)")
     parser.add_argument("--minutes", type=float, default=10.0, help="CPU budget of the whole check")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--experts", type=int, default=15, help="witness search: MoS experts K")
+    parser.add_argument("--mixture-dim", type=int, default=280, help="witness search: MoS decoder size d")
+    parser.add_argument("--mixture-input", type=int, default=620, help="witness search: MoS input size d'")
+    parser.add_argument("--search-steps", type=int, default=None, help="default: evaluate.argmax.search_steps")
+    parser.add_argument("--search-sample", type=int, default=100, help="random tokens the timed search runs on")
+    parser.add_argument("--search-planted", type=int, default=50, help="witness search: planted unargmaxable tokens")
+    parser.add_argument("--no-search", action="store_true", help="the exact tiers only")
     args = parser.parse_args(argv)
+    if args.search_steps is None:
+        args.search_steps = check_section("evaluate", {}, "evaluate options")["argmax"]["search_steps"]
     W, b, planted = layer(args.vocab, args.dim, args.scale, args.planted, args.seed)
     wall = time.perf_counter()
     result = argmax.check(W, b, lp_budget=None)
@@ -73,4 +137,5 @@ def main(argv: list[str]) -> int:
         budget = max(0, int((60 * args.minutes - cheap) // per_lp))
         print(f"CPU seconds per LP: {per_lp:.1f}; cheap tiers: {cheap:.1f} s; LP budget within "
               f"{args.minutes:g} minutes: {budget} tokens (evaluate.argmax.lp_budget)")
-    return 0 if found else 1
+    sound = True if args.no_search else search_report(args)
+    return 0 if found and sound else 1

@@ -1,32 +1,46 @@
 """Unargmaxable tokens of a linear output layer (Grivas, Bogoychev & Lopez, ACL 2022).
 
 Token c of logits l = W x + b (W: V x d, b: V) is *argmaxable* when some input x the body can
-produce makes c the strict argmax: l_c(x) > l_j(x) for all j != c. The input box is where the
-body's output lives. For the AWD-LSTM body the head sees the last LSTM layer's output
+produce makes c the strict argmax: l_c(x) > l_j(x) for all j != c. The test runs over an input
+*box* [lo_1, hi_1] x ... x [lo_d, hi_d] (``Box``) that contains every input the body can
+produce: a superset, so "unargmaxable over the box" is sound (no reachable input makes c the
+argmax), while "argmaxable" is relative to the box (the witness lies in the box; the body may
+never produce it). For the AWD-LSTM body the head sees the last LSTM layer's output
 o * tanh(cell), in (-1, 1)^d; at evaluation the locked dropout is off, so the box is [-1, 1]^d
-(``BOX_BY_BODY``). The heads sigsoftmax, GSS and PLIF apply a strictly increasing element-wise
+(``BOX_BY_BODY``, the body's ``output_box`` 1.0: a half-width). The Transformer body ends in a
+LayerNorm, y = gamma z + beta with z zero-mean and ||z||^2 <= d, so |z_i| <= sqrt(d - 1) and its
+box is per coordinate, beta_i -/+ |gamma_i| sqrt(d - 1) (``audit.model.bodies.transformer``).
+The heads sigsoftmax, GSS and PLIF apply a strictly increasing element-wise
 map f to l before the softmax (f' > 0: GSS f' = k - (k - 1) sigmoid(l - c) lies between 1 and k;
 sigsoftmax is GSS(0, 2); PLIF slopes are softplus(w) > 0), and an increasing map keeps the
-argmax, so the same test applies to them. Mixtures (MoS, MoC, Mixtape) have no exact test here.
+argmax, so the same test applies to them. Mixtures (MoS, Mixtape) have no exact test: a witness
+search gives a lower bound on their argmaxable tokens (``audit.evaluate.argmax_search``).
 
-Tiers, cheapest first; every token leaves at the first tier that settles it:
+Tiers, cheapest first; every token leaves at the first tier that settles it (m and r are the
+box's centre and half-widths; for [-a, a]^d, m = 0 and r = a):
 
-1. ``witness``: x = clip(s w_c, -1, 1) for a few scales s, the corner sign(w_c), and seeded
-   random points near them. A candidate x certifies c when c is the strict argmax at x by more
-   than ``MARGIN``.
+1. ``witness``: x = clip(m + s w_c) to the box for a few scales s (s = 100 reaches the corner
+   m + r sign(w_c) where |w_c| is not tiny), and seeded random points m + r u near them. A
+   candidate x certifies c when c is the strict argmax at x by more than ``MARGIN``.
 2. ``dominated``: a proof of the opposite, cheap: c is unargmaxable when one rival j alone has
-   l_j >= l_c on the whole box, i.e. b_j - b_c >= ||w_j - w_c||_1 (box half-width 1).
-3. ``braid``: the authors' braid reflection. From x = clip(w_c) reflect x across the hyperplane
-   (w_c - w_j) x + b_c - b_j = 0 of the current argmax j (then clip to the box), up to
+   l_j >= l_c on the whole box, i.e. b_j - b_c + min over the box of (w_j - w_c) x >= 0, where
+   the minimum is sum_i min((w_j - w_c)_i lo_i, (w_j - w_c)_i hi_i) = (w_j - w_c) m
+   - |w_j - w_c| r (for [-a, a]^d: -a ||w_j - w_c||_1).
+3. ``braid``: the authors' braid reflection. From x = clip(m + w_c) reflect x across the
+   hyperplane (w_c - w_j) x + b_c - b_j = 0 of the current argmax j (then clip to the box), up to
    ``patience`` steps. Any x it finds is checked like a witness, so it never certifies wrongly;
    it only fails to find one.
 4. ``lp``: the exact Chebyshev-ball linear programme, solved with SciPy's HiGHS:
    maximise r subject to (w_j - w_c) x + ||w_j - w_c|| r <= b_c - b_j for all j != c,
-   -1 <= x_i <= 1, 0 <= r <= 1. c is argmaxable iff the programme is feasible with
+   lo_i <= x_i <= hi_i, 0 <= r <= 1. c is argmaxable iff the programme is feasible with
    r* > ``LP_TOL`` (a ball of radius r* around x* lies in c's argmax region before the box
    clips it). A row with w_j == w_c and b_j >= b_c makes c never a strict argmax. At most
    ``lp_budget`` tokens get the LP; the rest are reported ``unresolved``, never counted as
    either.
+
+A box given as a half-width a (a float) runs the formulas of [-a, a]^d as written for it, so its
+results are those the scalar test always gave; a per-coordinate box (lo, hi) runs the general
+ones, which agree with them on lo = -a, hi = a (tests/evaluate/test_argmax.py).
 """
 
 from __future__ import annotations
@@ -42,9 +56,63 @@ from audit.errors import AuditError
 BOX_BY_BODY = {"awd_lstm": 1.0}   # half-width of the input box: tanh-bounded LSTM output
 MARGIN = 1e-9                     # a witness must beat every other logit by more than this
 LP_TOL = 1e-7                     # r* above this: argmaxable (HiGHS tolerances are set to 1e-9)
-SCALES = (1.0, 10.0, 100.0)       # x = clip(s w_c): s = 100 reaches the corner of w_c's signs
+SCALES = (1.0, 10.0, 100.0)       # x = clip(m + s w_c): s = 100 reaches the corner of w_c's signs
 CHUNK = 256                       # tokens per block in the witness and braid tiers
 _HIGHS = {"primal_feasibility_tolerance": 1e-9, "dual_feasibility_tolerance": 1e-9}
+
+
+@dataclass(frozen=True)
+class Box:
+    """The input box [lo_1, hi_1] x ... x [lo_d, hi_d]; ``half`` is a when the box was given as
+    the half-width of [-a, a]^d (the scalar formulas then run, see the module docstring)."""
+
+    lo: np.ndarray
+    hi: np.ndarray
+    half: float | None = None
+
+    @classmethod
+    def of(cls, box, d: int) -> "Box":
+        """The box of a half-width a (float: [-a, a]^d), a pair (lo, hi) of length-d bounds, or a
+        ``Box``; a bad one is a one-line error naming it."""
+        if isinstance(box, Box):
+            if box.lo.shape != (d,):
+                raise AuditError(f"argmax box: {box.lo.size} coordinates for inputs of size {d}")
+            return box
+        if box is None or isinstance(box, (str, bytes)):
+            raise AuditError(f"argmax box must be a half-width or a pair (lo, hi), got {box!r}")
+        if np.isscalar(box) or (isinstance(box, np.ndarray) and box.ndim == 0):
+            try:
+                half = float(box)
+            except (TypeError, ValueError):
+                raise AuditError(f"argmax box must be a half-width or a pair (lo, hi), got {box!r}") from None
+            if not (np.isfinite(half) and half > 0):
+                raise AuditError(f"argmax box: half-width must be finite and > 0, got {box!r}")
+            return cls(np.full(d, -half), np.full(d, half), half)
+        try:
+            lo, hi = (np.asarray(v, dtype=np.float64).reshape(-1) for v in box)
+        except (TypeError, ValueError):
+            raise AuditError(f"argmax box must be a half-width or a pair (lo, hi), got {type(box).__name__}") from None
+        if lo.shape != (d,) or hi.shape != (d,):
+            raise AuditError(f"argmax box: lo and hi need {d} coordinates, got {lo.size} and {hi.size}")
+        if not (np.isfinite(lo).all() and np.isfinite(hi).all() and (lo <= hi).all()):
+            raise AuditError("argmax box: lo and hi must be finite with lo <= hi in every coordinate")
+        return cls(lo, hi)
+
+    @property
+    def centre(self) -> np.ndarray:
+        return (self.lo + self.hi) / 2
+
+    @property
+    def radius(self) -> np.ndarray:
+        """Half-widths, (d,)."""
+        return (self.hi - self.lo) / 2
+
+    def clip(self, x: np.ndarray) -> np.ndarray:
+        return np.clip(x, self.lo, self.hi)
+
+    def describe(self):
+        """eval.json's ``argmax_box``: the half-width, or {"lo": [...], "hi": [...]}."""
+        return self.half if self.half is not None else {"lo": self.lo.tolist(), "hi": self.hi.tolist()}
 
 
 @dataclass
@@ -70,6 +138,7 @@ class ArgmaxResult:
     def summary(self) -> dict:
         """eval.json fields (runs-table columns, README "Runs table")."""
         return {"unargmaxable": int(self.unargmaxable.size), "argmax_unresolved": int(self.unresolved.size),
+                "argmax_argmaxable": self.witness + self.braid + self.lp_argmaxable,
                 "argmax_witness_tokens": self.witness, "argmax_braid_tokens": self.braid,
                 "argmax_dominated_tokens": self.dominated,
                 "argmax_lp_tokens": self.lp_argmaxable + self.lp_unargmaxable,
@@ -86,14 +155,16 @@ def _certified(x: np.ndarray, tokens: np.ndarray, W: np.ndarray, b: np.ndarray) 
 
 
 def witness_tier(W, b, tokens, box, rng: np.random.Generator, variants: int = 4) -> np.ndarray:
-    """Boolean (len(tokens),): certified by a cheap witness x = clip(s w_c) or a seeded variant."""
+    """Boolean (len(tokens),): certified by a cheap witness x = clip(m + s w_c) or a seeded variant."""
+    box = Box.of(box, W.shape[1])
+    centre, radius = box.centre, box.radius
     done = np.zeros(len(tokens), dtype=bool)
     base = W[tokens]
-    candidates = [np.clip(s * base, -box, box) for s in SCALES]
-    # seeded variants: the unit direction jittered, then scaled to the box
+    candidates = [box.clip(centre + s * base) for s in SCALES]
+    # seeded variants: the unit direction jittered, then scaled to the box's half-widths
     for _ in range(variants):
         jitter = base + rng.normal(scale=np.abs(base).mean() + 1e-12, size=base.shape)
-        candidates.append(np.clip(jitter * box / (np.abs(jitter).max(axis=1, keepdims=True) + 1e-300), -box, box))
+        candidates.append(box.clip(centre + jitter * radius / (np.abs(jitter).max(axis=1, keepdims=True) + 1e-300)))
     for x in candidates:
         todo = ~done
         if not todo.any():
@@ -104,10 +175,16 @@ def witness_tier(W, b, tokens, box, rng: np.random.Generator, variants: int = 4)
 
 def dominated_tier(W, b, tokens, box) -> np.ndarray:
     """Boolean (len(tokens),): proved unargmaxable by one rival j alone, l_j >= l_c on the whole
-    box, i.e. b_j - b_c >= box * ||w_j - w_c||_1 (the least (w_j - w_c) x over the box)."""
+    box, i.e. b_j - b_c + min over the box of (w_j - w_c) x >= 0 (module docstring)."""
+    box = Box.of(box, W.shape[1])
+    centre, radius = box.centre, box.radius
     out = np.zeros(len(tokens), dtype=bool)
     for i, c in enumerate(tokens):
-        slack = b - b[c] - box * np.abs(W - W[c]).sum(axis=1)
+        diff = W - W[c]
+        if box.half is not None:   # [-a, a]^d: min (w_j - w_c) x = -a ||w_j - w_c||_1
+            slack = b - b[c] - box.half * np.abs(diff).sum(axis=1)
+        else:                      # sum_i min(diff_i lo_i, diff_i hi_i)
+            slack = b - b[c] + diff @ centre - np.abs(diff) @ radius
         slack[c] = -np.inf
         out[i] = slack.max() >= 0.0
     return out
@@ -115,7 +192,8 @@ def dominated_tier(W, b, tokens, box) -> np.ndarray:
 
 def braid_tier(W, b, tokens, box, patience: int = 100) -> np.ndarray:
     """Boolean (len(tokens),): certified by braid reflection within ``patience`` steps."""
-    x = np.clip(W[tokens], -box, box)
+    box = Box.of(box, W.shape[1])
+    x = box.clip(box.centre + W[tokens])
     done = np.zeros(len(tokens), dtype=bool)
     rows = np.arange(len(tokens))
     for _ in range(patience):
@@ -133,16 +211,18 @@ def braid_tier(W, b, tokens, box, patience: int = 100) -> np.ndarray:
         beta = b[tokens[lose]] - b[j[~won]]
         norm2 = (a * a).sum(axis=1)
         step = np.where(norm2 > 0, (np.einsum("ij,ij->i", a, x[lose]) + beta) / np.where(norm2 > 0, norm2, 1), 0.0)
-        x[lose] = np.clip(x[lose] - 2.0 * step[:, None] * a, -box, box)
+        x[lose] = box.clip(x[lose] - 2.0 * step[:, None] * a)
     return done
 
 
-def chebyshev_lp(W: np.ndarray, b: np.ndarray, c: int, box: float) -> float:
+def chebyshev_lp(W: np.ndarray, b: np.ndarray, c: int, box) -> float:
     """r* of the Chebyshev-ball LP for token c (see the module docstring); -1.0 if infeasible.
 
     Args:
-        W: (V, d) output matrix; b: (V,) bias; c: token id; box: half-width of the input box.
+        W: (V, d) output matrix; b: (V,) bias; c: token id; box: the input box (``Box.of``: a
+            half-width, or per-coordinate (lo, hi)).
     """
+    box = Box.of(box, W.shape[1])
     diff = np.delete(W, c, axis=0) - W[c]
     rhs = b[c] - np.delete(b, c)
     norms = np.linalg.norm(diff, axis=1)
@@ -153,7 +233,7 @@ def chebyshev_lp(W: np.ndarray, b: np.ndarray, c: int, box: float) -> float:
     A = np.hstack([diff[~same], norms[~same, None]])
     cost = np.zeros(d + 1)
     cost[-1] = -1.0                   # maximise r
-    res = linprog(cost, A_ub=A, b_ub=rhs[~same], bounds=[(-box, box)] * d + [(0.0, 1.0)],
+    res = linprog(cost, A_ub=A, b_ub=rhs[~same], bounds=list(zip(box.lo, box.hi)) + [(0.0, 1.0)],
                   method="highs", options=_HIGHS)
     if res.status == 2:
         return -1.0
@@ -168,13 +248,14 @@ def _chunked(tier, W, b, tokens, *args) -> np.ndarray:
                           or [np.zeros(0, dtype=bool)])
 
 
-def check(W, b, box: float = BOX_BY_BODY["awd_lstm"], seed: int = 0, patience: int = 100,
+def check(W, b, box=BOX_BY_BODY["awd_lstm"], seed: int = 0, patience: int = 100,
           lp_budget: int | None = None) -> ArgmaxResult:
-    """Tiered argmaxability of every token of a linear layer over [-box, box]^d.
+    """Tiered argmaxability of every token of a linear layer over the input box.
 
     Args:
         W: (V, d) output matrix; b: (V,) bias or None (zeros).
-        box: half-width of the input box (``BOX_BY_BODY``).
+        box: the input box (``Box.of``): a half-width a for [-a, a]^d (``BOX_BY_BODY``), or
+            per-coordinate bounds (lo, hi).
         seed: seed of the witness tier's Generator.
         patience: braid-reflection steps per token.
         lp_budget: at most this many LPs (None: no limit); the tokens beyond are unresolved.
@@ -186,6 +267,7 @@ def check(W, b, box: float = BOX_BY_BODY["awd_lstm"], seed: int = 0, patience: i
     b = np.zeros(W.shape[0]) if b is None else np.asarray(b, dtype=np.float64)
     if W.ndim != 2 or b.shape != (W.shape[0],):
         raise AuditError(f"argmax check: W must be (V, d) and b (V,), got {W.shape} and {b.shape}")
+    box = Box.of(box, W.shape[1])
     rng = np.random.default_rng(seed)
     tokens = np.arange(W.shape[0])
     seconds = {}

@@ -4,13 +4,16 @@
 ``None`` and a ``*_note`` saying why where a head has no such measurement (never a made-up
 number):
 
-- ``argmax_fields``: unargmaxable tokens (``audit.evaluate.argmax``) of every head whose log-P is
-  a softmax of ``W x + b`` after an increasing element-wise map (softmax, the capacity-matched
-  softmax, sigsoftmax, GSS, PLIF and its frozen control: ``from_logits`` is not None), with x the
-  last LSTM layer's output in [-1, 1]^d; and of MoC, whose one softmax reads W xbar + b with
-  xbar a convex combination of tanh contexts, in the same box (the body's ``output_box``; a
-  body without one, the Transformer, is not measured). MoS, its uniform-gate ablation and
-  Mixtape have no exact test: not measured.
+- ``argmax_fields``: unargmaxable tokens over the box of the head's inputs. The exact tiers
+  (``audit.evaluate.argmax``) for every head whose log-P is a softmax of ``W x + b`` after an
+  increasing element-wise map (softmax, the capacity-matched softmax, sigsoftmax, GSS, PLIF and
+  its frozen control: ``from_logits`` is not None), with x the body's output in the body's box
+  (``output_box``: [-1, 1]^d for the AWD-LSTM, per coordinate from the Transformer's final
+  LayerNorm), and for MoC, whose one softmax reads W xbar + b with xbar a convex combination of
+  tanh contexts, in [-1, 1]^d whatever the body. Every other head (MoS, its uniform-gate
+  ablation, Mixtape, an outside head without an exact test) gets the witness search
+  (``audit.evaluate.argmax_search``): a certified lower bound on its argmaxable tokens,
+  ``unargmaxable`` None. A body with no box leaves the test unmeasured (except MoC's).
 - ``hidden_gap_fields``: the hidden size read from the double-centred log-P spectrum
   (``audit.evaluate.hidden_gap``), with its positive control on the softmax heads (d_hat == d).
 """
@@ -21,7 +24,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from audit.evaluate import argmax, hidden_gap
+from audit.errors import AuditError
+from audit.evaluate import argmax, argmax_search, hidden_gap
+from audit.model.heads.mixtures import MoC
 
 ARGMAX_COLUMNS = ["token", "word", "status", "train_count"]
 # heads whose double-centred log-P has rank exactly d (the positive control of hidden_gap_ok)
@@ -31,55 +36,71 @@ SOFTMAX_HEADS = ("softmax", "softmax_matched")
 def exact_argmax_head(head) -> bool:
     """Whether the tiered exact test applies: a head with an output layer (``output_layer()``)
     whose log-P is a softmax of W x + b after an increasing map (``from_logits``), or MoC's one
-    softmax over W xbar + b (``transformed_logits`` of a head with ``contexts``)."""
+    softmax over W xbar + b."""
     layer = head.output_layer()
     if layer is None:
         return False
     w = layer[0]
-    if head.from_logits(torch.zeros(1, w.shape[0], dtype=w.dtype, device=w.device)) is not None:
-        return True
-    return hasattr(head, "contexts") and \
-        head.transformed_logits(torch.zeros(1, head.d_in, dtype=w.dtype, device=w.device)) is not None
+    return isinstance(head, MoC) or \
+        head.from_logits(torch.zeros(1, w.shape[0], dtype=w.dtype, device=w.device)) is not None
 
 
 def argmax_fields(head, train_ids: torch.Tensor, vocab: list[str], options: dict,
-                  box: float | None = argmax.BOX_BY_BODY["awd_lstm"]) -> tuple[dict, pd.DataFrame]:
+                  box=argmax.BOX_BY_BODY["awd_lstm"], d_in: int | None = None) -> tuple[dict, pd.DataFrame]:
     """eval.json fields of the argmax test and the table of its unargmaxable and unresolved tokens.
 
     Args:
         head: the run's head (eval mode).
         train_ids: (N,) the training split's token ids: the tokens' training frequencies.
         vocab: the run's vocabulary (words of the table).
-        options: ``evaluate.argmax`` (``lp_budget``, ``patience``, ``seed``).
-        box: half-width of the box the head's inputs live in (the body's ``output_box``: 1.0
-            for the AWD-LSTM's tanh-bounded output); None: the body states none (the
-            Transformer's final LayerNorm), and the test has no input set: not measured.
+        options: ``evaluate.argmax`` (``lp_budget``, ``patience``, ``seed``, ``search_steps``,
+            ``search_tokens``).
+        box: the box the head's inputs live in, the body's ``output_box`` (``argmax.Box.of``: 1.0
+            for the AWD-LSTM's tanh-bounded output, per-coordinate (lo, hi) for the
+            Transformer's final LayerNorm); None: the body states none, and the test has no
+            input set: not measured (MoC excepted: its softmax reads tanh contexts).
+        d_in: the size of the head's input (the body's ``d_out``; default ``head.d_in``).
 
     Returns:
-        (fields, table): fields ``ArgmaxResult.summary()`` plus ``argmax_box``, or ``unargmaxable``
-        None with ``argmax_note``; table ``ARGMAX_COLUMNS``, one row per token proved
-        unargmaxable or left unresolved, with its count in the training split.
+        (fields, table): fields ``ArgmaxResult.summary()`` or ``SearchResult.summary()`` plus
+        ``argmax_box`` (``Box.describe``), or ``unargmaxable`` None with ``argmax_note``; table
+        ``ARGMAX_COLUMNS``, one row per token proved unargmaxable or left unresolved, with its
+        count in the training split.
     """
-    note = None
-    if box is None:
-        note = "not measured: the body states no box for the head's inputs (output_box None)"
-    elif not exact_argmax_head(head):
-        note = (f"not measured: {getattr(head, 'name', type(head).__name__)} is a mixture of softmaxes or gives no softmax of one output "
-                "layer (output_layer() and from_logits()), which has no exact test (a witness search would give only a lower bound on the argmaxable tokens)")
-    if note is not None:
-        return ({"unargmaxable": None, "argmax_unresolved": None, "argmax_note": note},
-                pd.DataFrame(columns=ARGMAX_COLUMNS))
-    weight, bias = head.output_layer()
-    W = weight.detach().double().cpu().numpy()
-    b = None if bias is None else bias.detach().double().cpu().numpy()
-    result = argmax.check(W, b, box=box, seed=options["seed"], patience=options["patience"],
-                          lp_budget=options["lp_budget"])
+    name = getattr(head, "name", type(head).__name__)
+    d_in = getattr(head, "d_in", None) if d_in is None else d_in
     counts = np.bincount(train_ids.cpu().numpy(), minlength=len(vocab))
-    tokens = np.concatenate([result.unargmaxable, result.unresolved]).astype(np.int64)
-    table = pd.DataFrame({"token": tokens, "word": [vocab[t] for t in tokens],
-                          "status": ["unargmaxable"] * result.unargmaxable.size + ["unresolved"] * result.unresolved.size,
-                          "train_count": counts[tokens]})
-    return {**result.summary(), "argmax_box": box}, table[ARGMAX_COLUMNS]
+    if exact_argmax_head(head):
+        weight, bias = head.output_layer()
+        W = weight.detach().double().cpu().numpy()
+        b = None if bias is None else bias.detach().double().cpu().numpy()
+        # MoC's W reads xbar, a convex combination of tanh contexts: [-1, 1]^d on any body
+        layer_box = 1.0 if isinstance(head, MoC) else box
+        if layer_box is not None:
+            layer_box = argmax.Box.of(layer_box, W.shape[1])
+            result = argmax.check(W, b, box=layer_box, seed=options["seed"], patience=options["patience"],
+                                  lp_budget=options["lp_budget"])
+            return ({**result.summary(), "argmax_box": layer_box.describe()},
+                    _table(result.unargmaxable, result.unresolved, vocab, counts))
+    elif box is not None:
+        if d_in is None:
+            raise AuditError(f"argmax search on head {name!r}: the size of its input is unknown (no d_in)")
+        tokens = options["search_tokens"]
+        found = argmax_search.search(head, box, d_in, steps=options["search_steps"],
+                                     budget=None if tokens == "all" else int(tokens), seed=options["seed"])
+        return ({**found.summary(), "argmax_box": argmax.Box.of(box, d_in).describe()},
+                _table(np.zeros(0, dtype=np.int64), found.unresolved, vocab, counts))
+    note = "not measured: the body states no box for the head's inputs (output_box None)"
+    return ({"unargmaxable": None, "argmax_unresolved": None, "argmax_note": note},
+            pd.DataFrame(columns=ARGMAX_COLUMNS))
+
+
+def _table(unargmaxable: np.ndarray, unresolved: np.ndarray, vocab: list[str], counts: np.ndarray) -> pd.DataFrame:
+    """``ARGMAX_COLUMNS`` rows: the unargmaxable tokens, then the unresolved ones."""
+    tokens = np.concatenate([unargmaxable, unresolved]).astype(np.int64)
+    return pd.DataFrame({"token": tokens, "word": [vocab[t] for t in tokens],
+                         "status": ["unargmaxable"] * unargmaxable.size + ["unresolved"] * unresolved.size,
+                         "train_count": counts[tokens]})[ARGMAX_COLUMNS]
 
 
 def hidden_gap_fields(sv: np.ndarray, head_name: str, d: int, control: bool = True) -> dict:

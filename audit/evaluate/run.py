@@ -201,7 +201,7 @@ def evaluate_run(run_dir: str | os.PathLike, corpus_path: str, wordsim_dir: str,
                                                    control=(settings["model"].get("body") or "awd_lstm") == "awd_lstm"))
         fields, argmax_table = debate.argmax_fields(
             model.head, corpus.train[: (settings.get("max_tokens") or {}).get("train") or None], vocab, options["argmax"],
-            box=getattr(model.body, "output_box", None))
+            box=getattr(model.body, "output_box", None), d_in=model.body.d_out)
         result.update(fields)
         if model.head.transformed_logits(torch.zeros(1, 1, model.body.d_out, device=dev)) is not None:
             flog = spectrum.stream_spectrum(stream_rows(model, test, bptt, limit, transformed=True))

@@ -128,8 +128,8 @@ def numeric_column(values: pd.Series, name: str, col: str) -> pd.Series:
 
 # runs-table columns measured since issue 24 (the debate since 2021): a runs table made before
 # has none of them, and a comparison or claim on one says "not run" there instead of failing
-MEASURED_LATER = ("unargmaxable", "argmax_unresolved", "gradient_share", "gradient_norm_share", "hidden_gap_dim",
-                  "hidden_gap_ratio", "hidden_gap_ok")
+MEASURED_LATER = ("unargmaxable", "argmax_argmaxable", "argmax_unresolved", "gradient_share", "gradient_norm_share",
+                  "hidden_gap_dim", "hidden_gap_ratio", "hidden_gap_ok")
 
 
 def absent_later(runs: pd.DataFrame, metric: str) -> str:

@@ -19,9 +19,26 @@ def test_planted_tokens_lie_inside_the_hull_and_only_the_lp_proves_them():
     assert result.unresolved.size == 0
 
 
-def test_the_command_prints_every_tier(capsys):
-    assert bench.main(["--vocab", "300", "--dim", "12", "--scale", "2", "--planted", "3"]) == 0
+def test_the_command_prints_every_tier_and_the_witness_search(capsys):
+    assert bench.main(["--vocab", "300", "--dim", "12", "--scale", "2", "--planted", "3", "--experts", "3",
+                       "--mixture-dim", "6", "--mixture-input", "8", "--search-steps", "20", "--search-sample", "10",
+                       "--search-planted", "4"]) == 0
     out = capsys.readouterr().out
     for tier in ("witness", "dominated", "braid", "lp"):
         assert f"| {tier} |" in out
     assert "the planted ones among them: yes" in out and "CPU seconds per LP" in out
+    assert "| random sample | 10 |" in out and "| planted (every step runs: the worst case) | 4 | 0 |" in out
+    assert "planted tokens certified (must be 0): 0" in out and "evaluate.argmax.search_tokens" in out
+
+
+def test_planted_mixture_tokens_are_never_the_argmax():
+    # p_c <= the mean of its three parents' p in every component: checked at random inputs
+    import torch
+
+    W, b, planted = bench.layer(50, 4, 1.0, 3, seed=2)
+    head = bench.mixture_head(W, b, 3, 5, seed=0)
+    x = torch.from_numpy(np.random.default_rng(0).uniform(-1, 1, size=(4000, 5))).float()
+    with torch.no_grad():
+        logp = head(x[None])[0].numpy()
+    for c in planted:
+        assert (logp[:, c] < np.delete(logp, c, axis=1).max(axis=1)).all()

@@ -99,3 +99,84 @@ def test_a_token_beaten_by_one_rival_on_the_whole_box_is_dominated_and_the_lp_ag
     assert argmax.chebyshev_lp(W, b, 4, 1.0) <= argmax.LP_TOL
     b[4] = -1.4                                 # no longer dominated by corner 0 (1.4 < 1.5): the LP decides
     assert not argmax.dominated_tier(W, b, np.array([4]), 1.0)[0]
+
+
+def summary_without_seconds(res):
+    return {k: v for k, v in res.summary().items() if "seconds" not in k}
+
+
+@pytest.mark.parametrize("seed, half", [(0, 1.0), (3, 0.7), (4, 2.5)])
+def test_a_per_coordinate_box_gives_the_scalar_box_results(seed, half):
+    # the general formulas (centre, half-widths) against the scalar ones, on the same box
+    rng = np.random.default_rng(seed)
+    W, b = rng.normal(size=(200, 5)), rng.normal(size=200)
+    scalar = argmax.check(W, b, box=half, seed=seed, lp_budget=30)
+    coords = argmax.check(W, b, box=(np.full(5, -half), np.full(5, half)), seed=seed, lp_budget=30)
+    assert summary_without_seconds(scalar) == summary_without_seconds(coords)
+    assert scalar.unargmaxable.tolist() == coords.unargmaxable.tolist()
+    assert scalar.unresolved.tolist() == coords.unresolved.tolist()
+    assert scalar.dominated > 0 and scalar.unargmaxable.size > scalar.dominated   # two proof tiers ran
+
+
+LO, HI = np.array([-0.5, 0.2]), np.array([1.5, 0.9])   # an asymmetric box, 0 outside it in x2
+
+
+def grid_argmaxable_in(W, b, lo, hi, points=801):
+    g1, g2 = np.linspace(lo[0], hi[0], points), np.linspace(lo[1], hi[1], points)
+    x = np.stack(np.meshgrid(g1, g2), -1).reshape(-1, 2)
+    logits = x @ W.T + b
+    top2 = np.sort(logits, axis=1)[:, -2:]
+    strict = top2[:, 1] - top2[:, 0] > 1e-12
+    return set(np.unique(logits.argmax(axis=1)[strict]).tolist())
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_tiers_agree_with_brute_force_over_an_asymmetric_box(seed):
+    rng = np.random.default_rng(seed)
+    W, b = rng.normal(size=(25, 2)), 0.3 * rng.normal(size=25)
+    res = argmax.check(W, b, box=(LO, HI))
+    found = set(range(25)) - set(res.unargmaxable.tolist())
+    assert res.unresolved.size == 0 and 0 < len(res.unargmaxable) < 25
+    assert found == grid_argmaxable_in(W, b, LO, HI)
+    # and the box matters: the symmetric [-1, 1]^2 gives another answer on these rows
+    assert found != set(range(25)) - set(argmax.check(W, b).unargmaxable.tolist())
+
+
+def test_the_dominated_bound_on_an_asymmetric_box_by_hand():
+    # w_1 - w_0 = (1, -1): min over [-0.5, 1.5] x [0.2, 0.9] of x1 - x2 is -0.5 - 0.9 = -1.4,
+    # so token 0 is dominated by token 1 exactly when b_1 - b_0 >= 1.4
+    W = np.array([[0.0, 0.0], [1.0, -1.0], [-5.0, 5.0]])
+    for gap, beaten in ((1.41, True), (1.39, False)):
+        b = np.array([0.0, gap, -100.0])
+        assert argmax.dominated_tier(W, b, np.array([0]), (LO, HI))[0] == beaten
+        assert (argmax.chebyshev_lp(W, b, 0, (LO, HI)) > argmax.LP_TOL) == (not beaten)
+
+
+def test_the_chebyshev_lp_agrees_with_the_feasibility_lp_on_an_asymmetric_box():
+    rng = np.random.default_rng(7)
+    W, b = rng.normal(size=(40, 3)), 0.5 * rng.normal(size=40)
+    lo, hi = np.array([-2.0, 0.1, -0.3]), np.array([0.5, 1.0, 0.3])
+    cheb = np.array([argmax.chebyshev_lp(W, b, c, (lo, hi)) for c in range(40)])
+    t = []
+    for c in range(40):
+        others = np.delete(np.arange(40), c)
+        A = np.hstack([W[others] - W[c], np.ones((39, 1))])
+        res = linprog(np.r_[np.zeros(3), -1.0], A_ub=A, b_ub=b[c] - b[others],
+                      bounds=list(zip(lo, hi)) + [(None, None)], method="highs")
+        t.append(res.x[-1])
+    t = np.array(t)
+    assert ((cheb > argmax.LP_TOL) == (t > 1e-7)).all() and 3 < (t > 1e-7).sum() < 37
+
+
+@pytest.mark.parametrize("box, message", [
+    (-1.0, "half-width must be finite and > 0"), (float("nan"), "half-width must be finite"),
+    ((np.zeros(3), np.ones(2)), "lo and hi need 2 coordinates"),
+    ((np.ones(2), np.zeros(2)), "lo <= hi"), ((1, 2, 3), "a pair"), (None, "a pair")])
+def test_a_bad_box_is_a_one_line_error(box, message):
+    with pytest.raises(AuditError, match=message):
+        argmax.check(np.eye(2), np.zeros(2), box=box)
+
+
+def test_the_box_describes_itself_for_eval_json():
+    assert argmax.Box.of(1.0, 3).describe() == 1.0
+    assert argmax.Box.of((LO, HI), 2).describe() == {"lo": [-0.5, 0.2], "hi": [1.5, 0.9]}

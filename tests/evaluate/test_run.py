@@ -93,13 +93,19 @@ def test_softmax_rank_is_d_plus_2_and_logit_rank_d_plus_1(ptb_corpus, mirror, tm
     assert 0.0 < result["gradient_share"] < 1.0 and result["gradient_share_tokens"] == 300
 
 
-def test_a_mixture_gets_its_gradient_share_and_no_argmax_count(ptb_corpus, mirror, tmp_path):
+def test_a_mixture_gets_its_gradient_share_and_a_witness_search_lower_bound(ptb_corpus, mirror, tmp_path):
     train_and_sharpen(tiny_settings(head="mos", epochs=1, alpha=0.0, beta=0.0), ptb_corpus, tmp_path)
     result = evaluate_run(tmp_path, str(ptb_corpus), str(mirror / "wordsim"), options=TINY_EVALUATE)
-    assert result["unargmaxable"] is None and result["argmax_note"].startswith("not measured: mos")
+    # no unargmaxable count: the search proves only argmaxability, of the 40 tokens it searched
+    found = result["argmax_argmaxable"]
+    assert result["unargmaxable"] is None and result["argmax_searched_tokens"] == 40 and 0 < found <= 40
+    assert result["argmax_note"].startswith(f"lower bound from a witness search: at least {found} argmaxable, "
+                                            f"{10_000 - found} unresolved")
+    assert result["argmax_unresolved"] == 10_000 - found and result["argmax_seconds"] > 0
     assert 0.0 < result["gradient_share"] < 1.0
     assert result["hidden_gap_ok"] is None and result["hidden_gap_dim"] >= 1
-    assert pd.read_csv(tmp_path / "argmax_tokens.csv").empty
+    table = pd.read_csv(tmp_path / "argmax_tokens.csv")
+    assert len(table) == result["argmax_unresolved"] and (table["status"] == "unresolved").all()
 
 
 def test_failed_run_is_recorded_not_evaluated(ptb_corpus, mirror, tmp_path):
@@ -146,6 +152,13 @@ def test_every_measurement_runs_on_the_transformer_body(head, ptb_corpus, mirror
         assert result["press_rank"] == d + 1 and result["f_logits_press_rank"] == d
     else:                  # a mixture of two softmaxes exceeds it
         assert result["press_rank"] > d + 2
+    # the argmax test runs in the final LayerNorm's box: beta -/+ |gamma| sqrt(d - 1) per coordinate
+    box = result["argmax_box"]
+    assert len(box["lo"]) == len(box["hi"]) == d and all(a < b for a, b in zip(box["lo"], box["hi"]))
+    if head == "softmax":
+        assert isinstance(result["unargmaxable"], int) and "argmax_note" not in result
+    else:
+        assert result["unargmaxable"] is None and result["argmax_note"].startswith("lower bound from a witness search")
     assert 0 <= result["jacobian_fraction_below"] <= 1 and result["wordsim"]
     arrays = np.load(tmp_path / "spectrum.npz")
     assert len(arrays["log_p_sv"]) == min(300, result["vocab_size"])

@@ -2,6 +2,7 @@
 form, causality, rotary positions' relativity, and sliding-window streaming against a direct
 forward pass of each window."""
 
+import numpy as np
 import pytest
 import torch
 
@@ -75,3 +76,26 @@ def test_bad_sizes_are_one_line():
     with pytest.raises(AuditError, match="training chunk of 13 tokens is longer than model.context_size=12"):
         lm = model().train()
         lm(torch.zeros(13, 1, dtype=torch.long), lm.init_hidden(1))
+
+
+def test_the_output_box_holds_every_final_layernorm_output():
+    lm = model()
+    with torch.no_grad():                       # trained-looking LayerNorm parameters, one gamma negative
+        lm.body.ln_out.weight.uniform_(0.5, 2.0)
+        lm.body.ln_out.weight[3] = -1.5
+        lm.body.ln_out.bias.normal_(0.0, 1.0)
+    lo, hi = lm.body.output_box
+    assert lo.shape == hi.shape == (D,) and (lo < hi).all()
+    gamma, beta = lm.body.ln_out.weight.detach().double().numpy(), lm.body.ln_out.bias.detach().double().numpy()
+    assert np.allclose(hi - beta, np.abs(gamma) * np.sqrt(D - 1)) and np.allclose(beta - lo, hi - beta)
+    # the body's features of random text, random vectors through the LayerNorm, and the extreme
+    # inputs e_i (all the variance in one coordinate: z_i = sqrt(d - 1), the bound itself)
+    with torch.no_grad():
+        features = lm.body(torch.randint(0, V, (30, 4)), lm.body.init_hidden(4))[1].reshape(-1, D).double().numpy()
+        vectors = torch.randn(2000, D) * torch.rand(2000, 1) * 10
+        spikes = torch.cat([torch.eye(D) * 1e3, -torch.eye(D) * 1e3])
+        normed = lm.body.ln_out(torch.cat([vectors, spikes])).double().numpy()
+    for y in (features, normed):
+        assert (y >= lo - 1e-5).all() and (y <= hi + 1e-5).all()
+    reach = np.maximum(normed[-2 * D:] - beta, beta - normed[-2 * D:]).max(axis=0)
+    assert np.allclose(reach, hi - beta, rtol=1e-4)      # the spikes reach the box's faces: it is tight

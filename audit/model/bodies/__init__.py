@@ -11,8 +11,10 @@ from outside the project, "pkg.mod:Class" (docs/bodies.md). The body protocol
   d_out) after and before the body's output dropout (the head reads ``dropped``; AR and TAR
   penalise them) and the state to pass with the next chunk of the same streams.
 
-Optional (``BodyDefaults``): ``init_embedding(weight)``, ``output_box`` (half-width of the box the
-features lie in, for ``audit.evaluate.argmax``; None when unbounded) and ``name``. Parameters
+Optional (``BodyDefaults``): ``init_embedding(weight)``, ``output_box`` (a box that holds every
+feature vector the body can output at evaluation, for ``audit.evaluate.argmax``: a half-width a
+for [-a, a]^d_out, or a pair (lo, hi) of per-coordinate bounds; None when the body states none)
+and ``name``. Parameters
 are counted with the model's (``audit.model.params``), the shared embedding once.
 """
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -75,7 +76,6 @@ class TransformerBody(nn.Module):
     """Decoder-only Transformer over the model's embedding; see the module docstring."""
 
     name = "transformer"
-    output_box = None  # the final LayerNorm's output is not confined to a box
 
     def __init__(self, cfg, embedding: nn.Embedding):
         super().__init__()
@@ -96,6 +96,20 @@ class TransformerBody(nn.Module):
             if p.dim() == 2:  # GPT-2's init: N(0, 0.02), the residual projections scaled by 1/sqrt(2L)
                 scale = 1 / math.sqrt(2 * cfg.n_layers) if name.endswith(("proj.weight", "fc_out.weight")) else 1.0
                 nn.init.normal_(p, 0.0, 0.02 * scale)
+
+    @property
+    def output_box(self) -> tuple[np.ndarray, np.ndarray]:
+        """(lo, hi), each (d,): a box holding every output of the final LayerNorm, for
+        ``audit.evaluate.argmax``. y = gamma z + beta with z = (x - mean) / sqrt(var + eps): z sums
+        to zero and ||z||^2 = d var / (var + eps) <= d, and a zero-sum vector with ||z||^2 <= d has
+        |z_i| <= sqrt(d - 1) (z_i^2 <= (d - 1) / d ||z||^2 by Cauchy-Schwarz on the other d - 1
+        entries), so y_i lies in beta_i -/+ |gamma_i| sqrt(d - 1). A superset of the reachable
+        outputs (the bound is met only where one coordinate carries all the variance), read from
+        the trained parameters."""
+        gamma = self.ln_out.weight.detach().double().cpu().numpy()
+        beta = self.ln_out.bias.detach().double().cpu().numpy()
+        reach = np.abs(gamma) * math.sqrt(self.d_out - 1)
+        return beta - reach, beta + reach
 
     def init_embedding(self, weight: torch.Tensor) -> None:
         nn.init.normal_(weight, 0.0, 0.02)

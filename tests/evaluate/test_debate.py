@@ -1,0 +1,73 @@
+"""argmax_fields (audit.evaluate.debate): which heads get the exact tiers, which the witness search,
+in which box, and the eval.json fields and token table each writes."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+
+from audit.config import check_section
+from audit.evaluate import argmax, debate
+from audit.model.heads import HeadSpec, build_head
+
+VOCAB = [f"w{i}" for i in range(30)]
+OPTIONS = {**check_section("evaluate", {}, "evaluate options")["argmax"], "search_steps": 30, "search_tokens": "all"}
+TRAIN = torch.arange(30).repeat_interleave(torch.arange(30, 0, -1))   # word i seen 30 - i times
+
+
+def head(name, d=3, d_in=3, **options):
+    torch.manual_seed(0)
+    embedding = nn.Embedding(30, d)
+    nn.init.normal_(embedding.weight, 0.0, 1.0)
+    out = build_head(name, HeadSpec(d_in=d_in, embedding=embedding, options=options))
+    with torch.no_grad():
+        out.bias.normal_(0.0, 1.0)
+    return out.eval()
+
+
+def test_a_softmax_head_gets_the_exact_tiers_in_the_bodys_box():
+    h = head("softmax")
+    lo, hi = np.array([-0.5, 0.0, -2.0]), np.array([1.0, 0.4, 0.5])
+    fields, table = debate.argmax_fields(h, TRAIN, VOCAB, OPTIONS, box=(lo, hi), d_in=3)
+    W, b = (t.detach().double().numpy() for t in h.output_layer())
+    exact = argmax.check(W, b, box=(lo, hi), lp_budget=OPTIONS["lp_budget"])
+    assert fields["unargmaxable"] == exact.unargmaxable.size > 0
+    assert fields["argmax_argmaxable"] + fields["unargmaxable"] + fields["argmax_unresolved"] == 30
+    assert fields["argmax_box"] == {"lo": lo.tolist(), "hi": hi.tolist()} and "argmax_note" not in fields
+    assert table["token"].tolist() == exact.unargmaxable.tolist()
+    assert (table["train_count"] == 30 - table["token"]).all()
+    assert (table["word"] == "w" + table["token"].astype(str)).all()
+
+
+def test_a_mixture_gets_the_witness_search_and_claims_no_unargmaxable_count():
+    h = head("mos", d=3, d_in=4, experts=2, dropoutl=0.0)
+    fields, table = debate.argmax_fields(h, TRAIN, VOCAB, OPTIONS, box=1.0, d_in=4)
+    found = fields["argmax_argmaxable"]
+    assert fields["unargmaxable"] is None and 0 < found < 30 and found + fields["argmax_unresolved"] == 30
+    assert fields["argmax_note"] == (f"lower bound from a witness search: at least {found} argmaxable, "
+                                     f"{30 - found} unresolved")
+    assert fields["argmax_box"] == 1.0 and fields["argmax_seconds"] > 0
+    assert (table["status"] == "unresolved").all() and len(table) == 30 - found
+
+
+def test_the_search_token_budget_reaches_eval_json():
+    h = head("mixtape", d=3, d_in=4, gate_embedding_size=2, frequent_token_fraction=0.5)
+    fields, table = debate.argmax_fields(h, TRAIN, VOCAB, {**OPTIONS, "search_tokens": 5}, box=1.0, d_in=4)
+    assert fields["argmax_searched_tokens"] == 5 and fields["argmax_argmaxable"] <= 5
+    assert "beyond the evaluate.argmax.search_tokens budget of 5" in fields["argmax_note"]
+    assert set(range(5, 30)) <= set(table["token"])
+
+
+def test_moc_reads_tanh_contexts_so_its_box_is_the_unit_box_on_any_body():
+    h = head("moc", d=3, d_in=4, experts=2, dropoutl=0.0)
+    for box in (None, 7.0):     # a body without a box, or with a wider one: MoC's W still reads [-1, 1]^d
+        fields, _ = debate.argmax_fields(h, TRAIN, VOCAB, OPTIONS, box=box, d_in=4)
+        assert fields["argmax_box"] == 1.0 and isinstance(fields["unargmaxable"], int)
+
+
+@pytest.mark.parametrize("name", ["softmax", "mos"])
+def test_a_body_without_a_box_leaves_the_test_unmeasured(name):
+    h = head(name, d=3, d_in=3, **({"experts": 2, "dropoutl": 0.0} if name == "mos" else {}))
+    fields, table = debate.argmax_fields(h, TRAIN, VOCAB, OPTIONS, box=None, d_in=3)
+    assert fields["unargmaxable"] is None and fields["argmax_note"].startswith("not measured: the body states no box")
+    assert table.empty
