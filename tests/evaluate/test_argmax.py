@@ -30,13 +30,18 @@ def test_a_duplicate_row_with_equal_bias_is_never_a_strict_argmax():
     assert sorted(res.unargmaxable.tolist()) == [0, 4]
 
 
-def grid_argmaxable(W, b, points=801):
-    g = np.linspace(-1.0, 1.0, points)
-    x = np.stack(np.meshgrid(g, g), -1).reshape(-1, 2)
+def grid_argmaxable_in(W, b, lo, hi, points=801):
+    """Tokens that are the strict argmax somewhere on a dense grid of the box [lo, hi] (d = 2)."""
+    g1, g2 = np.linspace(lo[0], hi[0], points), np.linspace(lo[1], hi[1], points)
+    x = np.stack(np.meshgrid(g1, g2), -1).reshape(-1, 2)
     logits = x @ W.T + b
     top2 = np.sort(logits, axis=1)[:, -2:]
     strict = top2[:, 1] - top2[:, 0] > 1e-12
     return set(np.unique(logits.argmax(axis=1)[strict]).tolist())
+
+
+def grid_argmaxable(W, b, points=801):
+    return grid_argmaxable_in(W, b, (-1.0, -1.0), (1.0, 1.0), points)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -119,15 +124,6 @@ def test_a_per_coordinate_box_gives_the_scalar_box_results(seed, half):
 
 
 LO, HI = np.array([-0.5, 0.2]), np.array([1.5, 0.9])   # an asymmetric box, 0 outside it in x2
-
-
-def grid_argmaxable_in(W, b, lo, hi, points=801):
-    g1, g2 = np.linspace(lo[0], hi[0], points), np.linspace(lo[1], hi[1], points)
-    x = np.stack(np.meshgrid(g1, g2), -1).reshape(-1, 2)
-    logits = x @ W.T + b
-    top2 = np.sort(logits, axis=1)[:, -2:]
-    strict = top2[:, 1] - top2[:, 0] > 1e-12
-    return set(np.unique(logits.argmax(axis=1)[strict]).tolist())
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
