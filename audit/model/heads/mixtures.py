@@ -46,7 +46,9 @@ class MoS(Head):
         return F.log_softmax(self.prior(h), dim=-1)
 
     def forward(self, h):
-        return mixture_log_probs(self.logits(self.contexts(h)), self.log_prior(h))
+        # the fused mixture in training only: the evaluation's Jacobian differentiates in forward
+        # mode, which the fused function has no rule for
+        return mixture_log_probs(self.logits(self.contexts(h)), self.log_prior(h), fused=self.training)
 
 
 class MoSUniform(MoS):
