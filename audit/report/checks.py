@@ -5,7 +5,11 @@ Kinds (the ``kind`` column):
 - ``too_few_seeds``: an arm has fewer successful seeds than ``stats.min_seeds``;
 - ``non_normal``: Shapiro-Wilk rejects normality (at ``stats.alpha``) for an arm of a compared
   metric, where the t-tests lean on normality; only for n >= 3 (the test's minimum);
-- ``unconverged``: a run's best validation epoch is its last epoch, so it was still improving;
+- ``unconverged``: a run's best validation epoch is its last epoch and its relative validation gain
+  over that epoch (``valid_gain_last``) exceeds ``stats.converged_gain`` (or was not recorded): it
+  was still improving by that much when training stopped. Best = last alone is no warning: a
+  schedule that anneals the learning rate to zero (cosine) or an averaged iterate (NT-ASGD) makes
+  the last epoch the best one by design, and on the Transformer study that flagged 60 of 61 runs;
 - ``far_from_converged``: an arm's median relative validation gain over its last epoch
   (``valid_gain_last``) exceeds ``stats.converged_gain``; the detail gives that median and the
   epochs at which NT-ASGD switched (``asgd_epoch``, "never" for runs that never switched);
@@ -81,9 +85,16 @@ def find_warnings(runs: pd.DataFrame, config: dict, comparisons: pd.DataFrame | 
     if {"best_epoch", "epochs_run"} <= set(ok.columns):
         for run in ok.itertuples():
             best, last = getattr(run, "best_epoch"), getattr(run, "epochs_run")
-            if pd.notna(best) and pd.notna(last) and int(best) == int(last):
-                rows.append(_row("unconverged", f"best validation epoch = last epoch ({int(last)}): "
-                                 "still improving when training stopped (see the learning curves figure, #fig-learning-curves)", run.corpus, run.head, run.seed))
+            if not (pd.notna(best) and pd.notna(last) and int(best) == int(last)):
+                continue
+            gain = pd.to_numeric(getattr(run, "valid_gain_last", np.nan), errors="coerce")
+            if pd.notna(gain) and gain <= settings.converged_gain:
+                continue
+            gained = ("last-epoch gain not recorded" if pd.isna(gain) else
+                      f"last-epoch valid-ppl gain {gain:.1%} > stats.converged_gain {settings.converged_gain:.1%}")
+            rows.append(_row("unconverged", f"best validation epoch = last epoch ({int(last)}), {gained}: "
+                             "still improving when training stopped (see the learning curves figure, #fig-learning-curves)",
+                             run.corpus, run.head, run.seed))
     rows += far_from_converged(ok, settings)
     rows += failed_hidden_gap(ok)
     rows += _exclusions(comparisons, correlations)

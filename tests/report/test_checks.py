@@ -35,6 +35,22 @@ def test_each_kind_of_warning():
     assert list(zip(unconverged["head"], unconverged["seed"])) == [("softmax", "1")]
 
 
+def test_best_epoch_last_warns_only_while_the_last_epoch_still_gains():
+    """Best = last is expected under a cosine schedule or NT-ASGD; it warns only above
+    stats.converged_gain (default 0.01) or when the gain was not recorded."""
+    runs = _runs(np.array([95.0, 95.5, 95.2, 95.1, 95.3]))
+    runs["best_epoch"] = runs["epochs_run"]                      # every run: best = last
+    runs["valid_gain_last"] = 0.004                               # below 1%: no warning
+    runs.loc[runs["seed"] == "2", "valid_gain_last"] = 0.03       # above: warned, with the gain
+    runs.loc[runs["seed"] == "3", "valid_gain_last"] = np.nan     # unknown: warned
+    unconverged = find_warnings(runs, CONFIG).query("kind == 'unconverged'")
+    assert sorted(zip(unconverged["head"], unconverged["seed"])) == [("mos", "2"), ("mos", "3"),
+                                                                     ("softmax", "2"), ("softmax", "3")]
+    details = dict(zip(unconverged["head"] + unconverged["seed"], unconverged["detail"]))
+    assert "gain 3.0% > stats.converged_gain 1.0%" in details["softmax2"]
+    assert "gain not recorded" in details["mos3"]
+
+
 def test_too_few_seeds_and_no_shapiro_below_three():
     skewed = np.array([95.0, 99.0])
     table = find_warnings(_runs(skewed), CONFIG)
