@@ -210,12 +210,16 @@ def _minutes(seconds: float, gpu: bool) -> int:
     return min(max(minutes, MIN_MINUTES), max_minutes())
 
 
+def train_seconds(settings: dict) -> float:
+    """Expected seconds of a training job's epochs (training and validation passes), no margin."""
+    per_token = seconds_per_token(settings, uses_gpu(settings))
+    epoch = per_token * (tokens(settings, "train") + tokens(settings, "valid") / 3)  # forward only: ~1/3
+    return settings["train"]["epochs"] * epoch
+
+
 def train_minutes(settings: dict) -> int:
     """SLURM ``runtime`` of a training job: every epoch's training and validation pass."""
-    gpu = uses_gpu(settings)
-    per_token = seconds_per_token(settings, gpu)
-    epoch = per_token * (tokens(settings, "train") + tokens(settings, "valid") / 3)  # forward only: ~1/3
-    return _minutes(settings["train"]["epochs"] * epoch, gpu)
+    return _minutes(train_seconds(settings), uses_gpu(settings))
 
 
 def spectrum_shape(settings: dict) -> tuple[int, int]:

@@ -12,6 +12,8 @@ rule train:
         settings=train_settings,
         run_dir=RUN_DIR,
     threads: train_threads
+    # longest first: the runs of a look end together, so fewer cores idle before the next look
+    priority: lambda wc: round(sizing.train_seconds(job_settings(wc)), 1)
     retries: JOB_RETRIES  # out of GPU memory: rerun on a GPU of its own (train_gpus), resuming
     resources:
         gpu=train_gpus,

@@ -160,6 +160,17 @@ def test_runtime_grows_with_epochs_tokens_and_head_cost():
     assert m(base) == math.ceil(expected)
 
 
+def test_train_priority_puts_the_costlier_heads_first():
+    """The train rule's priority is train_seconds: on the CPU default the mixtures (MoS, the
+    slowest runs measured) come before the softmax, and the runtime is its margined minutes."""
+    cost = {h: resources.train_seconds(settings("default.yaml", "ptb", h, device="cpu"))
+            for h in ("softmax", "moc", "mos", "mos_uniform")}
+    assert cost["mos"] == cost["mos_uniform"] > cost["moc"] > cost["softmax"] > 0
+    s = settings("default.yaml", "ptb", "mos", device="cpu")
+    assert resources.train_minutes(s) == max(resources.MIN_MINUTES, math.ceil(
+        (cost["mos"] + resources.STARTUP_SECONDS) * resources.SAFETY["cpu"] / 60))
+
+
 def test_runtime_has_a_floor_and_a_ceiling(monkeypatch):
     smoke = settings("smoke.yaml", "ptb", "softmax", device="cpu")
     assert resources.train_minutes(smoke) == resources.MIN_MINUTES
