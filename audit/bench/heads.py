@@ -22,6 +22,7 @@ import torch.nn.functional as F
 
 from audit.errors import AuditError
 from audit.model.heads import HEADS, HeadSpec, build_head
+from audit.train.steps import keep_freed_memory
 
 DEFAULT_HEADS = ["softmax", "sigsoftmax", "gss", "plif", "plif_frozen", "moc", "mos", "mos_uniform", "mixtape"]
 # targets of issue 3: head -> largest accepted ratio to softmax
@@ -77,6 +78,9 @@ def bench(heads, T=35, B=20, d=400, V=10000, reps=9, warmup=2, device="cpu", see
     if clock == "auto":
         clock = "wall" if device.type == "cuda" else "cpu"
     now = {"wall": time.perf_counter, "cpu": time.process_time}[clock]
+    # as the trainer does: without it a third of MoS's CPU time (K = 15) was the system time of
+    # page faults on its freshly mapped (T, B, K, V) tensors, and its ratio moved 24-29x run to run
+    keep_freed_memory()
     arms = {name: _Arm(name, T, B, d, V, device, seed) for name in heads}
     times = {name: [] for name in heads}
     for rep in range(warmup + reps):
