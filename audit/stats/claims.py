@@ -9,6 +9,10 @@ Claims come from the study config's ``claims:`` and from the file named by its
       statement: LMS-PLIF lowers test perplexity vs softmax
       # either a comparison of two heads ...
       comparison: {head_a: plif, head_b: softmax, metric: test_ppl}
+      #   a head may be a list of alternatives, [mos_fair, mos]: the first with runs in the
+      #   corpus (a role the studies name differently); same_params: 0.01 makes the claim's
+      #   premise "the two arms have the same parameter count" checked on the runs' n_params
+      #   (relative difference of the medians at most this, else no verdict)
       expect: lower        # lower | higher (of head_a's metric), equivalent, not_lower, not_higher
       equivalence_margin: 0.2   # optional, metric units
       lower_is_better: true     # optional; only orients P(A better than B)
@@ -136,6 +140,41 @@ def judge_weak(r: float, ci: tuple[float, float] | None, weak_below: float | Non
     return "inconclusive", why + ": the interval straddles the threshold"
 
 
+def resolve(claim: dict, heads) -> dict:
+    """The claim with each of its comparison's heads given as a list of alternatives replaced by
+    the first one in ``heads`` (the arms with runs in the corpus), or by the first alternative
+    when none has runs (its "not run" reason then names it); other claims unchanged."""
+    comp = claim.get("comparison")
+    if not comp or all(isinstance(comp[k], str) for k in ("head_a", "head_b")):
+        return claim
+    heads = set(map(str, heads))
+
+    def pick(names):
+        names = [names] if isinstance(names, str) else list(names)
+        return next((h for h in names if h in heads), names[0])
+
+    return dict(claim, comparison=dict(comp, head_a=pick(comp["head_a"]), head_b=pick(comp["head_b"])))
+
+
+def params_mismatch(claim: dict, runs: pd.DataFrame, corpus: str) -> str | None:
+    """Why a resolved comparison claim with ``same_params`` has no verdict: the medians of the two
+    arms' ``n_params`` over their ok runs differ by more than that share of head_b's; None when
+    they match, or when the runs table has no ``n_params`` (a published table: its paper
+    states the match)."""
+    comp = claim["comparison"]
+    tol = comp.get("same_params")
+    if tol is None or "n_params" not in runs:
+        return None
+    ok = runs[(runs["corpus"] == corpus) & (runs["status"] == "ok")] if "status" in runs else runs[runs["corpus"] == corpus]
+    n = {h: pd.to_numeric(ok.loc[ok["head"] == h, "n_params"], errors="coerce").dropna().median()
+         for h in (comp["head_a"], comp["head_b"])}
+    a, b = n[comp["head_a"]], n[comp["head_b"]]
+    if not (np.isfinite(a) and np.isfinite(b)) or abs(a - b) <= tol * b:
+        return None   # an arm without runs gets its own "not run" reason downstream
+    return (f"not run: the claim compares arms of the same parameter count, but {comp['head_a']} has "
+            f"{a:,.0f} and {comp['head_b']} {b:,.0f} (differ by {abs(a - b) / b:.1%} > same_params {tol:g})")
+
+
 def find_row(comparisons: pd.DataFrame, claim: dict, corpus: str):
     """The comparisons row a comparison claim rests on, and whether its heads are swapped."""
     comp = claim["comparison"]
@@ -208,19 +247,24 @@ def claims_table(runs: pd.DataFrame, config: dict, settings: Settings,
             row = dict(base, corpus=corpus)
             if "comparison" in claim:
                 row.update(kind="comparison")
-                comp = claim["comparison"]
+                resolved = resolve(claim, runs.loc[runs["corpus"] == corpus, "head"])
+                comp = resolved["comparison"]
+                mismatch = params_mismatch(resolved, runs, corpus)
+                if mismatch:
+                    rows.append(dict(row, verdict="inconclusive", evidence_table="", reason=mismatch))
+                    continue
                 if comp["metric"] not in runs.columns:
                     rows.append(dict(row, verdict="inconclusive", evidence_table="",
                                      reason=absent_later(runs, comp["metric"])
                                      or f"not run: the runs table has no column {comp['metric']!r}"))
                     continue
-                found, flipped = find_row(comparisons, claim, corpus)
+                found, flipped = find_row(comparisons, resolved, corpus)
                 if found is not None:
-                    rows.append((row, claim, flip_row(found) if flipped else found, "comparisons.csv"))
+                    rows.append((row, resolved, flip_row(found) if flipped else found, "comparisons.csv"))
                     continue
                 lib = claim.get("lower_is_better")
                 lib = default_lower_is_better(comp["metric"], f"{source}: claim {claim['id']!r}") if lib is None else bool(lib)
-                pending.append((row, claim, make_row(runs, "claims", corpus, comp["metric"], str(comp["head_a"]),
+                pending.append((row, resolved, make_row(runs, "claims", corpus, comp["metric"], str(comp["head_a"]),
                                                       str(comp["head_b"]), lib, claim.get("equivalence_margin"), settings)))
             elif "one_sample" in claim:
                 singles.append((dict(row, kind="one_sample"), claim, one_sample_evidence(claim, corpus, runs, settings)))

@@ -21,6 +21,8 @@ import fnmatch
 import numpy as np
 import pandas as pd
 
+from audit.stats.claims import resolve
+
 VERDICT = "not_informative"
 LABEL = "not informative: models below the unigram baseline"
 METRIC = "test_ppl"
@@ -94,7 +96,8 @@ def claim_heads(claim: dict, runs: pd.DataFrame, corpus: str, correlations: list
     head; a correlation's heads
     (its names and patterns matched against the corpus's heads; none given, every head)."""
     if "comparison" in claim:
-        return [str(claim["comparison"]["head_a"]), str(claim["comparison"]["head_b"])]
+        comp = resolve(claim, runs.loc[runs["corpus"] == corpus, "head"])["comparison"]
+        return [str(comp["head_a"]), str(comp["head_b"])]
     if "one_sample" in claim:
         return [str(claim["one_sample"]["head"])]
     spec = next((c for c in correlations if c["name"] == claim["correlation"]["name"]), None)

@@ -277,3 +277,38 @@ def test_claims_file_one_sample_claims_validate_and_published_record_lists_them(
     listed = tables["published_untestable"].set_index("claim_id")
     assert "13" in listed.loc["softmax-rarely-unargmaxable", "numbers"]
     assert "95" in listed.loc["softmax-passes-small-gradient-share", "numbers"]
+
+
+def test_a_head_given_as_alternatives_is_the_first_with_runs_in_each_corpus():
+    """head_a: [mos_fair, mos] is mos_fair where a corpus has it, mos where only mos ran; the
+    verdict matches the same claim written with that head, and corpora resolve independently."""
+    alt = claim("matched", ["mos_fair", "mos"], "softmax_matched", "lower")
+    ptb = make_runs({"mos_fair": (56.0, 0.3, 5), "mos": (70.0, 0.3, 5), "softmax_matched": (57.0, 0.3, 5)})
+    wt2 = make_runs({"mos": (60.0, 0.3, 5), "softmax_matched": (58.0, 0.3, 5)}, corpus="wt2")
+    runs = pd.concat([ptb, wt2], ignore_index=True)
+    got = run_claims(runs, {"claims": [alt]}).set_index("corpus")
+    assert got.loc["ptb", "evidence"].startswith("family=claims; metric=test_ppl; mos_fair - softmax_matched")
+    assert got.loc["wt2", "evidence"].startswith("family=claims; metric=test_ppl; mos - softmax_matched")
+    assert (got.loc["ptb", "verdict"], got.loc["wt2", "verdict"]) == ("supported", "contradicted")
+    for corpus, head in (("ptb", "mos_fair"), ("wt2", "mos")):
+        plain = run_claims(runs, {"claims": [dict(claim("matched", head, "softmax_matched", "lower"), corpora=[corpus])]})
+        assert plain["estimate"].iloc[0] == pytest.approx(got.loc[corpus, "estimate"], abs=1e-12)
+    # no alternative has runs: the first one is named in the "not run" reason
+    none = run_claims(make_runs({"softmax_matched": (57.0, 0.3, 5)}), {"claims": [alt]})
+    assert none["reason"].iloc[0] == "not run: no runs of mos_fair in corpus 'ptb'"
+
+
+def test_same_params_checks_the_claims_premise_on_the_runs():
+    runs = make_runs({"mos": (56.0, 0.3, 5), "softmax_matched": (57.0, 0.3, 5)})
+    runs["n_params"] = np.where(runs["head"] == "mos", 287_440, 286_096)       # 0.47% apart
+    c = claim("matched", ["mos_fair", "mos"], "softmax_matched", "lower")
+    c["comparison"]["same_params"] = 0.01
+    assert run_claims(runs, {"claims": [c]})["verdict"].iloc[0] == "supported"
+    runs.loc[runs["head"] == "softmax_matched", "n_params"] = 300_000         # 4.2% apart
+    got = run_claims(runs, {"claims": [c]}).iloc[0]
+    assert got["verdict"] == "inconclusive" and got["reason"] == (
+        "not run: the claim compares arms of the same parameter count, but mos has 287,440 and "
+        "softmax_matched 300,000 (differ by 4.2% > same_params 0.01)")
+    with pytest.raises(AuditError, match=r"^config: config key claims\[0\]\.comparison\.head_a: must be a head name "
+                                         r"or a non-empty list of head names$"):
+        run_claims(runs, {"claims": [claim("c", [], "softmax", "lower")]})

@@ -76,6 +76,18 @@ def test_comparisons_and_claims_relabelled_never_counted():
     assert not {"supported", "contradicted"} & {after["gss-lowers"], after["rank"]}
 
 
+def test_a_claim_with_head_alternatives_is_guarded_on_the_head_it_resolved_to():
+    runs = runs_table({"softmax": 150.0, "mos": 100.0, "gss": 210.0})
+    alt = {"id": "alt", "source": "s", "statement": "", "expect": "lower",
+           "comparison": {"head_a": ["mos_fair", "gss", "mos"], "head_b": "softmax", "metric": "test_ppl"}}
+    assert guard.claim_heads(alt, runs, "ptb", []) == ["gss", "softmax"]     # no mos_fair runs: gss
+    config = dict(CONFIG, claims=[alt])
+    comp = comparisons_table(runs, config, FAST)
+    claims = claims_table(runs, config, FAST, comp, correlations_table(runs, config, FAST))
+    assert claims["evidence"].iloc[0].startswith("family=f; metric=test_ppl; gss - softmax")
+    assert guard.guard_claims(claims, runs, BASE, config)["verdict"].iloc[0] == guard.VERDICT
+
+
 def test_no_baseline_row_no_label():
     runs = runs_table({"softmax": 900.0, "gss": 950.0})
     assert guard.below_unigram(runs, BASE[BASE["vocab_size"] == 10000]) == {}   # K = 2,000 has no row

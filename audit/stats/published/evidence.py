@@ -182,7 +182,8 @@ def _claim_rows(pub, config, table, settings) -> list[dict]:
         if not comp:
             continue
         for corpus in sorted(set(pub["corpus"]) - {""}):
-            if claims_mod.find_row(table, claim, corpus)[0] is not None:
+            comp = claims_mod.resolve(claim, pub.loc[pub["corpus"] == corpus, "head"])["comparison"]
+            if claims_mod.find_row(table, dict(claim, comparison=comp), corpus)[0] is not None:
                 continue
             margin = claim.get("equivalence_margin")
             lib = claim.get("lower_is_better")
@@ -208,14 +209,15 @@ def claims_table(pub: pd.DataFrame, config: dict, comparisons: pd.DataFrame, set
         for corpus in [str(c) for c in claim.get("corpora") or sorted(set(pub["corpus"]) - {""})]:
             row = dict(base, corpus=corpus)
             if "comparison" in claim:
-                ev, flipped = claims_mod.find_row(comparisons, claim, corpus)
+                claim_c = claims_mod.resolve(claim, pub.loc[pub["corpus"] == corpus, "head"])
+                ev, flipped = claims_mod.find_row(comparisons, claim_c, corpus)
                 if ev is None:
                     continue
                 ev = claims_mod.flip_row(ev) if flipped else ev
-                out = claims_mod.comparison_claim_row(dict(row, kind="comparison"), claim, ev,
+                out = claims_mod.comparison_claim_row(dict(row, kind="comparison"), claim_c, ev,
                                                       "published_comparisons.csv", settings)
                 out["estimate_name"] = "diff = mean_a - mean_b (welch CI, from published mean/SD/n)"
-                out.update(_over_unstated_n(comparisons, ev, claim, flipped, settings, config))
+                out.update(_over_unstated_n(comparisons, ev, claim_c, flipped, settings, config))
                 same = ev["n_basis_a"] == ev["n_basis_b"]
                 out.update(evidence_set=ev["set"],
                            n_basis=ev["n_basis_a"] if same else f"A: {ev['n_basis_a']}; B: {ev['n_basis_b']}",
