@@ -314,6 +314,26 @@ def repeated_p(p_history, fractions, kind: str = "obf", sides: int = 2, final: b
     return float(best)
 
 
+def repeated_ci_over_looks(diff, se, df, level_p, stop: int) -> tuple[float, float]:
+    """The repeated confidence intervals of looks 0..stop intersected (Jennison & Turnbull 2000,
+    ch. 9): they cover the true difference simultaneously with probability >= 1 - alpha, so their
+    intersection does too, and it excludes 0 exactly when some look's does, i.e. exactly when the
+    repeated p-value (the minimum over the same looks) is below alpha. The last look's interval
+    alone can straddle 0 after an earlier look crossed (a Holm step-down that rejects on an earlier
+    look's repeated p). Looks without a test (NaN) are skipped; should the intervals not overlap
+    (looks that disagree beyond the design's level), the interval at ``stop`` is returned.
+
+    Args: arrays of shape (K,) per look (``level_p``: the nominal two-sided levels); ``stop``: the
+    index of the stopping (or latest) look. Returns (low, high), NaN when no look has a test.
+    """
+    lows, highs = repeated_ci(*(np.asarray(a, float)[: stop + 1] for a in (diff, se, df, level_p)))
+    ok = np.isfinite(lows) & np.isfinite(highs)
+    if not ok.any():
+        return math.nan, math.nan
+    low, high = float(lows[ok].max()), float(highs[ok].min())
+    return (low, high) if low <= high else (float(lows[stop]), float(highs[stop]))
+
+
 def repeated_ci(diff, se, df, level_p) -> tuple:
     """Repeated confidence interval diff -/+ t_{df}^-1(1 - level_p / 2) se (Jennison & Turnbull
     1989): with ``level_p`` the stage's two-sided nominal level of the design at alpha, the

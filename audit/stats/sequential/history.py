@@ -13,7 +13,9 @@ into two lists:
   rule) and its Holm adjustment within the family (the quantity the decisions use: rejected
   exactly when p_rep_adj < alpha), the *stage-wise ordering p-value* (defined only for a stop for
   efficacy or at the last stage), the *repeated confidence interval* at level 1 - alpha per
-  comparison, and the seeds spent against the fixed design of equal power.
+  comparison (the intersection of the looks' intervals up to the stop, so that it excludes 0
+  exactly when the unadjusted repeated p is below alpha), and the seeds spent against the fixed
+  design of equal power.
 
 Seeds against the fixed design (``design_power``, ``fixed_seeds_same_power``): analytic, at the
 observed effect. The design's power is the probability that the spending boundaries at level
@@ -143,8 +145,7 @@ def _final(i, row, s, t, prefix, p_adj, p_rep, design, history) -> dict:
     bounds = seq.boundaries(t, design.alpha, design.spending, 2, True, design.gamma)
     stagewise = (seq.stagewise_p(s["p"][look], t[: look + 1], bounds[: look + 1])
                  if at_stop["decision"] in ("efficacy", "max") else math.nan)
-    level = float(seq.nominal_levels(bounds[look : look + 1])[0])
-    low, high = seq.repeated_ci(s["diff"][look], s["se"][look], s["df"][look], level)
+    low, high = seq.repeated_ci_over_looks(s["diff"], s["se"], s["df"], seq.nominal_levels(bounds), look)
     used = design.sizes[look]
     dpower, fixed = design_power(s["diff"][look], s["sd_a"][look], s["sd_b"][look], design)
     return dict(family=row["family"], corpus=row["corpus"], metric=row["metric"], head_a=row["head_a"],

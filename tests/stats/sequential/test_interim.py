@@ -205,3 +205,49 @@ def test_the_page_shows_the_history_table(tmp_path):
     assert section.count('<tr id="seq-') == 3 and "seq-f-ptb-test-ppl-ss-softmax-2" in section
     assert "efficacy" in section and "Holm on repeated p-values" in section
     assert 'href="#sequential"' in html and "not-sequential" not in html   # no comparisons table given
+
+
+def test_the_repeated_ci_excludes_zero_exactly_when_the_repeated_p_is_below_alpha():
+    """Holm passes alpha on: ss misses its look-1 boundary at alpha / 2, then 'alone' is rejected
+    at look 2 and ss is rejected at alpha on its look-1 repeated p, although its look-2 mean
+    difference is -0.01. The reported interval is the intersection of the looks' repeated CIs, so
+    it excludes 0 as the decision says; the look-2 interval alone straddles 0."""
+    z = 0.1 * np.array([-1.0, 0.0, 1.0, -0.5, 0.5, 0.2, -0.2])
+    values = {"softmax": 57.0 + z, "mos": 54.9 + z, "alone": 57.25 + z,
+              "ss": np.array([56.65] * 3 + [57.5] * 4) + z}
+    config = study(against=("mos", "ss", "alone"), seeds={"initial": 3, "step": 2, "max": 7, "futility_power": 0.0})
+    counts = {h: 3 for h in values}
+    for stage in (1, 2):
+        runs = pd.DataFrame([dict(corpus="ptb", head=h, seed=str(s), status="ok", test_ppl=values[h][s - 1])
+                             for h, n in counts.items() for s in range(1, n + 1)])
+        record = interim.analyse(runs, config, stage)
+        counts = {h: nxt for h, (n, nxt) in arms(record).items()}
+    assert record["done"]
+    history = {(h["head_a"], h["stage"]): h for h in record["history"]}
+    assert history[("ss", 1)]["decision"] == "continue" and history[("ss", 2)]["decision"] == "efficacy"
+    ss = by_head(record)["ss"]
+    assert ss["stop_stage"] == 2 and ss["diff"] == pytest.approx(-0.01)
+    design = interim.design_of(schedule.design_settings(config))
+    levels = seq.nominal_levels(seq.boundaries(np.array([3, 5, 7]) / 7, 0.05, design.spending, 2, True, design.gamma))
+    looks = [seq.repeated_ci(h["diff"], h["diff"] / h["welch_t"], h["welch_df"], levels[k])
+             for k, h in enumerate((history[("ss", 1)], history[("ss", 2)]))]
+    assert looks[1][0] < 0 < looks[1][1] and looks[0][1] < 0            # look 2 alone straddles 0
+    assert (ss["rci_low"], ss["rci_high"]) == pytest.approx((max(looks[0][0], looks[1][0]), min(looks[0][1], looks[1][1])))
+    for c in record["comparisons"]:
+        assert (c["rci_low"] > 0 or c["rci_high"] < 0) == (c["repeated_p"] < 0.05) == (c["final_decision"] == "efficacy")
+
+
+def test_repeated_ci_over_looks_is_the_intersection_of_the_looks_intervals():
+    from scipy import stats as st
+    diff, se, df = np.array([3.0, 1.0, np.nan]), np.array([1.0, 0.8, np.nan]), np.array([6.0, 12.0, np.nan])
+    levels = np.array([0.01, 0.04, 0.05])
+    lows = diff - st.t.isf(levels / 2, df) * se
+    highs = diff + st.t.isf(levels / 2, df) * se
+    assert seq.repeated_ci_over_looks(diff, se, df, levels, 1) == pytest.approx((max(lows[:2]), min(highs[:2])))
+    assert seq.repeated_ci_over_looks(diff, se, df, levels, 0) == pytest.approx((lows[0], highs[0]))
+    assert seq.repeated_ci_over_looks(diff, se, df, levels, 2) == pytest.approx((max(lows[:2]), min(highs[:2])))
+    # intervals that do not overlap: the stopping look's
+    far = np.array([3.0, -3.0])
+    assert seq.repeated_ci_over_looks(far, se[:2], df[:2], levels[:2], 1) == pytest.approx(
+        (far[1] - st.t.isf(0.02, 12) * 0.8, far[1] + st.t.isf(0.02, 12) * 0.8))
+    assert all(map(math.isnan, seq.repeated_ci_over_looks([np.nan], [np.nan], [np.nan], [0.05], 0)))
