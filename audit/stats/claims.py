@@ -140,14 +140,15 @@ def judge_weak(r: float, ci: tuple[float, float] | None, weak_below: float | Non
     return "inconclusive", why + ": the interval straddles the threshold"
 
 
-def resolve(claim: dict, heads) -> dict:
+def resolve(claim: dict, runs: pd.DataFrame, corpus: str) -> dict:
     """The claim with each of its comparison's heads given as a list of alternatives replaced by
-    the first one in ``heads`` (the arms with runs in the corpus), or by the first alternative
-    when none has runs (its "not run" reason then names it); other claims unchanged."""
+    the first one with runs in ``corpus`` of ``runs`` (a runs table or the published one), or by
+    the first alternative when none has runs (its "not run" reason then names it); other claims
+    unchanged."""
     comp = claim.get("comparison")
     if not comp or all(isinstance(comp[k], str) for k in ("head_a", "head_b")):
         return claim
-    heads = set(map(str, heads))
+    heads = set(runs.loc[runs["corpus"] == corpus, "head"].astype(str))
 
     def pick(names):
         names = [names] if isinstance(names, str) else list(names)
@@ -165,10 +166,11 @@ def params_mismatch(claim: dict, runs: pd.DataFrame, corpus: str) -> str | None:
     tol = comp.get("same_params")
     if tol is None or "n_params" not in runs:
         return None
-    ok = runs[(runs["corpus"] == corpus) & (runs["status"] == "ok")] if "status" in runs else runs[runs["corpus"] == corpus]
-    n = {h: pd.to_numeric(ok.loc[ok["head"] == h, "n_params"], errors="coerce").dropna().median()
-         for h in (comp["head_a"], comp["head_b"])}
-    a, b = n[comp["head_a"]], n[comp["head_b"]]
+    medians = []
+    for head in (comp["head_a"], comp["head_b"]):
+        values = arm(runs, corpus, head, "n_params").values     # ok runs, finite values
+        medians.append(float(np.median(values)) if values.size else math.nan)
+    a, b = medians
     if not (np.isfinite(a) and np.isfinite(b)) or abs(a - b) <= tol * b:
         return None   # an arm without runs gets its own "not run" reason downstream
     return (f"not run: the claim compares arms of the same parameter count, but {comp['head_a']} has "
@@ -247,7 +249,7 @@ def claims_table(runs: pd.DataFrame, config: dict, settings: Settings,
             row = dict(base, corpus=corpus)
             if "comparison" in claim:
                 row.update(kind="comparison")
-                resolved = resolve(claim, runs.loc[runs["corpus"] == corpus, "head"])
+                resolved = resolve(claim, runs, corpus)
                 comp = resolved["comparison"]
                 mismatch = params_mismatch(resolved, runs, corpus)
                 if mismatch:

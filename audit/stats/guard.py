@@ -96,7 +96,7 @@ def claim_heads(claim: dict, runs: pd.DataFrame, corpus: str, correlations: list
     head; a correlation's heads
     (its names and patterns matched against the corpus's heads; none given, every head)."""
     if "comparison" in claim:
-        comp = resolve(claim, runs.loc[runs["corpus"] == corpus, "head"])["comparison"]
+        comp = resolve(claim, runs, corpus)["comparison"]
         return [str(comp["head_a"]), str(comp["head_b"])]
     if "one_sample" in claim:
         return [str(claim["one_sample"]["head"])]

@@ -182,7 +182,7 @@ def _claim_rows(pub, config, table, settings) -> list[dict]:
         if not comp:
             continue
         for corpus in sorted(set(pub["corpus"]) - {""}):
-            comp = claims_mod.resolve(claim, pub.loc[pub["corpus"] == corpus, "head"])["comparison"]
+            comp = claims_mod.resolve(claim, pub, corpus)["comparison"]
             if claims_mod.find_row(table, dict(claim, comparison=comp), corpus)[0] is not None:
                 continue
             margin = claim.get("equivalence_margin")
@@ -209,7 +209,7 @@ def claims_table(pub: pd.DataFrame, config: dict, comparisons: pd.DataFrame, set
         for corpus in [str(c) for c in claim.get("corpora") or sorted(set(pub["corpus"]) - {""})]:
             row = dict(base, corpus=corpus)
             if "comparison" in claim:
-                claim_c = claims_mod.resolve(claim, pub.loc[pub["corpus"] == corpus, "head"])
+                claim_c = claims_mod.resolve(claim, pub, corpus)
                 ev, flipped = claims_mod.find_row(comparisons, claim_c, corpus)
                 if ev is None:
                     continue
