@@ -18,10 +18,10 @@ import time
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from audit.errors import AuditError
 from audit.model.heads import HEADS, HeadSpec, build_head
+from audit.model.heads.base import mean_nll
 from audit.train.steps import keep_freed_memory
 
 DEFAULT_HEADS = ["softmax", "sigsoftmax", "gss", "plif", "plif_frozen", "moc", "mos", "mos_uniform", "mixtape"]
@@ -43,14 +43,13 @@ class _Arm:
         main = [p for p in self.head.parameters() if p.requires_grad and id(p) not in special]
         self.opt = torch.optim.SGD([{"params": main}] + extra, lr=1.0)
         self.h = torch.randn(T, B, d, device=device).mul_(0.5).requires_grad_(True)
-        self.targets = torch.randint(0, V, (T * B,), device=device)
-        self.V = V
+        self.targets = torch.randint(0, V, (T, B), device=device)
 
     def step(self):
         self.opt.zero_grad(set_to_none=True)
         self.h.grad = None
-        log_probs = self.head(self.h)
-        loss = F.nll_loss(log_probs.view(-1, self.V), self.targets)
+        picked = self.head.target_log_probs(self.h, self.targets)   # the trainer's loss path
+        loss = mean_nll(self.head(self.h) if picked is None else picked, self.targets)
         loss.backward()
         self.opt.step()
 

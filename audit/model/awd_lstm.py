@@ -74,11 +74,14 @@ class LanguageModel(nn.Module):
     def init_hidden(self, batch_size: int):
         return self.body.init_hidden(batch_size)
 
-    def forward(self, words: torch.Tensor, hidden):
+    def forward(self, words: torch.Tensor, hidden, targets: torch.Tensor | None = None):
         """Log-probabilities (T, B, V) of the next word, the new hidden state and the body's
-        dropped and raw outputs (for AR and TAR)."""
+        dropped and raw outputs (for AR and TAR). Given the next words ``targets`` (T, B), the
+        first item is the head's ``target_log_probs`` (T, B) instead, where the head has one (the
+        training loss reads log-P there alone); otherwise still the full (T, B, V)."""
         dropped, raw, hidden = self.body(words, hidden)
-        return self.head(dropped), hidden, dropped, raw
+        picked = None if targets is None else self.head.target_log_probs(dropped, targets)
+        return (self.head(dropped) if picked is None else picked), hidden, dropped, raw
 
 
 def _rename_old_keys(state, prefix, *args) -> None:

@@ -94,3 +94,61 @@ class _LogMixture(torch.autograd.Function):
         grad_prior = q.sum(dim=-1)
         softmax = torch.sub(r, log_prior.unsqueeze(-1)).exp_()               # softmax(l_k)
         return q.sub_(softmax.mul_(grad_prior.unsqueeze(-1))), grad_prior
+
+
+def mixture_target_log_probs(component_logits: torch.Tensor, log_prior: torch.Tensor,
+                             targets: torch.Tensor) -> torch.Tensor:
+    """log sum_k pi_k softmax(logits_k)_y at the target words y alone: the training loss's input.
+
+    Training reads log-P only at the targets, so the mixture over K is formed for one word per
+    position instead of all V (the full mixture's logaddexp over (T, B, V) and the backward's
+    second exponential are what made a MoS step cost twice a softmax's). Same function as
+    ``mixture_log_probs(...).gather(-1, y)``, with a hand-written backward (``_TargetMixture``);
+    inputs in half precision are mixed in float32 (the log-sum-exps lose too much in 8 bits of
+    mantissa) and their gradients handed back in their own dtype.
+
+    Args:
+        component_logits: logits of each expert, shape (T, B, K, V).
+        log_prior: log mixture weights, shape (T, B, K), normalised over K.
+        targets: word ids, shape (T, B).
+
+    Returns:
+        log p(y), shape (T, B), float32 or wider.
+    """
+    return _TargetMixture.apply(component_logits, log_prior, targets)
+
+
+class _TargetMixture(torch.autograd.Function):
+    """out = log sum_k exp(r_k), r_k = log pi_k + l_ky - logsumexp(l_k): forward and backward.
+
+    With q_k = exp(r_k - out), the posterior of expert k given the target y:
+
+        d out / d log pi_k = q_k
+        d out / d l_kx     = q_k ([x = y] - softmax(l_k)_x)
+
+    The forward keeps softmax(l_k) (one (T, B, K, V) tensor, the size autograd kept for the full
+    mixture), so the backward needs no exponential over V.
+    """
+
+    @staticmethod
+    def forward(ctx, logits, log_prior, targets):
+        ctx.dtypes = (logits.dtype, log_prior.dtype)
+        wide = torch.promote_types(logits.dtype, torch.float32)
+        logits, log_prior = logits.to(wide), log_prior.to(wide)
+        top = logits.amax(dim=-1, keepdim=True)
+        softmax = torch.sub(logits, top).exp_()
+        total = softmax.sum(dim=-1, keepdim=True)
+        softmax.div_(total)
+        index = targets[..., None, None].expand(*logits.shape[:-1], 1)
+        r = logits.gather(-1, index).sub_(top).sub_(total.log_()).squeeze(-1).add_(log_prior)
+        out = torch.logsumexp(r, dim=-1)
+        ctx.save_for_backward(softmax, r, out, index)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        softmax, r, out, index = ctx.saved_tensors
+        gq = torch.sub(r, out.unsqueeze(-1)).exp_().mul_(grad.unsqueeze(-1))     # g q_k, (T, B, K)
+        grad_logits = softmax.mul(gq.unsqueeze(-1).neg())
+        grad_logits.scatter_add_(-1, index, gq.unsqueeze(-1))
+        return grad_logits.to(ctx.dtypes[0]), gq.to(ctx.dtypes[1]), None

@@ -36,6 +36,7 @@ from audit.device import SYNC_EVERY, apply_determinism, apply_precision, autocas
 from audit.errors import AuditError
 from audit.files import atomic_save, atomic_write_text
 from audit.model.awd_lstm import LanguageModel, ModelConfig, count_parameters, detach_hidden, perplexity
+from audit.model.heads.base import mean_nll
 from audit.train import checkpoint, progress
 from audit.train.schedule import warmup_cosine
 from audit.train.steps import FastAverage, keep_freed_memory
@@ -276,9 +277,9 @@ class Trainer:
             targets = data[self.position + 1:self.position + 1 + seq_len]
             hidden = detach_hidden(hidden)
             with torch.autocast(self.device.type, dtype=self.autocast, enabled=self.autocast is not None):
-                log_probs, hidden, dropped, raw = model(words, hidden)
+                log_probs, hidden, dropped, raw = model(words, hidden, targets)
             log_probs, dropped, raw = log_probs.float(), dropped.float(), raw.float()
-            raw_loss = F.nll_loss(log_probs.reshape(-1, log_probs.size(-1)), targets.reshape(-1))
+            raw_loss = mean_nll(log_probs, targets)
             loss = raw_loss + t["alpha"] * dropped.pow(2).mean()           # AR
             loss = loss + t["beta"] * (raw[1:] - raw[:-1]).pow(2).mean()   # TAR
             if check_every == 1:

@@ -55,3 +55,16 @@ def test_checkpoints_from_before_bodies_load():
     target.load_state_dict(old)
     for key, value in source.state_dict().items():
         assert torch.equal(target.state_dict()[key], value)
+
+
+def test_given_targets_the_model_returns_log_p_there_for_heads_with_a_shortcut():
+    words = torch.randint(0, 50, (6, 3), generator=torch.Generator().manual_seed(4))
+    targets = torch.randint(0, 50, (6, 3), generator=torch.Generator().manual_seed(5))
+    for head, options, shortcut in (("mos", {"experts": 2, "dropoutl": 0.0}, True), ("softmax", {}, False)):
+        model = _model(head=head, head_options=options, last_size=64).double().train()
+        full = model(words, model.init_hidden(3))[0]
+        out = model(words, model.init_hidden(3), targets)[0]
+        if shortcut:     # MoS: the mixture at the targets, (T, B)
+            torch.testing.assert_close(out, full.gather(-1, targets.unsqueeze(-1)).squeeze(-1), rtol=0, atol=1e-12)
+        else:            # the full log-P, (T, B, V), as without targets
+            assert torch.equal(out, full)

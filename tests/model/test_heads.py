@@ -17,7 +17,8 @@ import torch.nn.functional as F
 from audit.errors import AuditError
 from audit.model.gss import gss_log_softmax
 from audit.model.heads import HEADS, HeadSpec, build_head
-from audit.model.mixtures import locked_dropout, mixture_log_probs, sigmoid_tree
+from audit.model.heads.base import mean_nll
+from audit.model.mixtures import locked_dropout, mixture_log_probs, mixture_target_log_probs, sigmoid_tree
 from audit.model.plif import W_CENTRE, plif_apply, plif_log_softmax, plif_reference
 from audit.evaluate.spectrum import press_rank
 
@@ -225,6 +226,54 @@ def test_fused_mixture_matches_autograd(experts):
         torch.testing.assert_close(fused, plain, rtol=0, atol=1e-12)
     small = (logits[:2, :1].detach().clone().requires_grad_(), log_prior[:2, :1].detach().clone().requires_grad_())
     assert torch.autograd.gradcheck(lambda l, p: mixture_log_probs(l, p, fused=True), small)
+
+
+@pytest.mark.parametrize("experts", [1, 2, 3])
+def test_target_mixture_matches_the_full_mixture_at_the_targets(experts):
+    # the training loss's path: the mixture formed at the target words alone, against autograd
+    # through the plain formula gathered at the targets, and against finite differences
+    gen = torch.Generator().manual_seed(10 + experts)
+    logits = (4 * torch.randn(T, B, experts, V, generator=gen, dtype=torch.float64)).requires_grad_()
+    log_prior = torch.log_softmax(torch.randn(T, B, experts, generator=gen, dtype=torch.float64), -1)
+    log_prior.requires_grad_()
+    targets = torch.randint(0, V, (T, B), generator=gen)
+    weights = torch.randn(T, B, generator=gen, dtype=torch.float64)
+    plain = mixture_log_probs(logits, log_prior).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    picked = mixture_target_log_probs(logits, log_prior, targets)
+    torch.testing.assert_close(picked, plain, rtol=0, atol=1e-12)
+    for a, b in zip(torch.autograd.grad((picked * weights).sum(), (logits, log_prior)),
+                    torch.autograd.grad((plain * weights).sum(), (logits, log_prior))):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
+    small = (logits[:2, :1].detach().clone().requires_grad_(), log_prior[:2, :1].detach().clone().requires_grad_())
+    assert torch.autograd.gradcheck(lambda l, p: mixture_target_log_probs(l, p, targets[:2, :1]), small)
+
+
+def test_target_mixture_mixes_half_precision_in_float32():
+    gen = torch.Generator().manual_seed(3)
+    logits = (4 * torch.randn(T, B, 2, V, generator=gen)).to(torch.bfloat16).requires_grad_()
+    log_prior = torch.log_softmax(torch.randn(T, B, 2, generator=gen), -1).requires_grad_()
+    targets = torch.randint(0, V, (T, B), generator=gen)
+    picked = mixture_target_log_probs(logits, log_prior, targets)
+    exact = mixture_log_probs(logits.double(), log_prior.double()).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    assert picked.dtype == torch.float32
+    torch.testing.assert_close(picked.double(), exact, rtol=0, atol=1e-5)   # bf16 itself would be ~1e-2
+    grad_logits, grad_prior = torch.autograd.grad(picked.sum(), (logits, log_prior))
+    assert grad_logits.dtype == torch.bfloat16 and grad_prior.dtype == torch.float32
+
+
+@pytest.mark.parametrize("name", sorted(HEADS))
+def test_training_loss_is_the_full_log_p_read_at_the_targets(name):
+    # every head's training loss (its target_log_probs shortcut where it has one, mean_nll
+    # reading either) equals the NLL of its full log-P; MoC must not inherit MoS's mixture
+    head, d_in = make_head(name, torch.float64, options={"dropoutl": 0.0} if name.startswith("mos") or name == "moc" else None)
+    head.train()
+    h = inputs(d_in, torch.float64)
+    targets = torch.randint(0, V, (T, B), generator=torch.Generator().manual_seed(5))
+    picked = head.target_log_probs(h, targets)
+    assert (picked is not None) == (name in ("mos", "mos_uniform"))
+    full = head(h)
+    expected = F.nll_loss(full.reshape(-1, V), targets.reshape(-1))
+    torch.testing.assert_close(mean_nll(full if picked is None else picked, targets), expected, rtol=0, atol=1e-12)
 
 
 def test_mos_trains_on_the_fused_mixture():

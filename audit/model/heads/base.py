@@ -57,6 +57,9 @@ class HeadProtocol(Protocol):
       trainable parameter goes to the main group.
     - ``output_layer()``: (W (V, d), b (V,) or None), the output layer read by the measurements
       of a linear layer (argmaxability), or None when there is none.
+    - ``target_log_probs(h, targets)``: log-P at the target words alone, (T, B), or None; the
+      trainer's loss takes it when a head has a cheaper path to it than the full log-P
+      (``mean_nll`` reads either).
     - ``projects_input``: True when the head reads a d_in different from the embedding size.
     """
 
@@ -84,6 +87,9 @@ class HeadDefaults:
         return []
 
     def output_layer(self) -> tuple[torch.Tensor, torch.Tensor | None] | None:
+        return None
+
+    def target_log_probs(self, h: torch.Tensor, targets: torch.Tensor) -> torch.Tensor | None:
         return None
 
 
@@ -149,6 +155,11 @@ class Head(nn.Module):
         (mixtures). ``audit.evaluate.gradient_share`` differentiates through it."""
         return None
 
+    def target_log_probs(self, h: torch.Tensor, targets: torch.Tensor) -> torch.Tensor | None:
+        """log-P at the targets, (T, B), when the head has a cheaper path to it than ``forward``
+        (the mixtures); None: the trainer takes ``forward``'s full log-P."""
+        return None
+
     def forward(self, h: torch.Tensor) -> torch.Tensor:  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -158,3 +169,13 @@ class Head(nn.Module):
         The trainer puts every other trainable parameter in the main group.
         """
         return []
+
+
+
+def mean_nll(out: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Mean NLL per token from log-P at the targets (T, B), a head's ``target_log_probs``, or
+    from the full log-P (T, B, V), read by ``F.nll_loss`` as before there was a shortcut (so the
+    heads without one train on the same numbers)."""
+    if out.shape == targets.shape:
+        return -out.mean()
+    return F.nll_loss(out.reshape(-1, out.size(-1)), targets.reshape(-1))
