@@ -85,8 +85,9 @@ GRAM_FLOPS = (82_429 * 10_000**2 + 2 * 10_000**3) / 405.8
 
 STARTUP_SECONDS = 120  # imports, corpus load, model build, final save
 # the argmax test (audit/evaluate/argmax.py, on the CPU even in a GPU job): issue 24 measured one
-# LP at V = 10,000, d = 400 in 5.5-11 s (`bench argmax` here: 5.2 CPU-s), the upper figure is
-# taken; the witness, dominated and braid tiers took 8.0 CPU-s at that size and scale as V^2 d
+# LP over all V - 1 rows at V = 10,000, d = 400 in 5.5-11 s; solved by constraint generation it
+# now takes 0.25 CPU-s there (`bench argmax`), but a token whose LP needs many rounds can approach
+# the one-call cost, so the upper figure stays the request's ceiling; the witness, dominated and braid tiers took 8.0 CPU-s at that size and scale as V^2 d
 ARGMAX_LP_SECONDS = 11.0
 ARGMAX_CHEAP_SECONDS = 8.0 / (10_000**2 * 400)
 # heads with the exact test (audit/evaluate/debate.py: an increasing map of W x + b, or MoC)

@@ -135,7 +135,7 @@ def main(argv: list[str]) -> int:
         per_lp = result.seconds["lp"] / lps
         cheap = sum(s for tier, s in result.seconds.items() if tier != "lp")
         budget = max(0, int((60 * args.minutes - cheap) // per_lp))
-        print(f"CPU seconds per LP: {per_lp:.1f}; cheap tiers: {cheap:.1f} s; LP budget within "
+        print(f"CPU seconds per LP: {per_lp:.2f}; cheap tiers: {cheap:.1f} s; LP budget within "
               f"{args.minutes:g} minutes: {budget} tokens (evaluate.argmax.lp_budget)")
     sound = True if args.no_search else search_report(args)
     return 0 if found and sound else 1

@@ -176,3 +176,37 @@ def test_a_bad_box_is_a_one_line_error(box, message):
 def test_the_box_describes_itself_for_eval_json():
     assert argmax.Box.of(1.0, 3).describe() == 1.0
     assert argmax.Box.of((LO, HI), 2).describe() == {"lo": [-0.5, 0.2], "hi": [1.5, 0.9]}
+
+
+def full_chebyshev_r(W, b, c, lo, hi):
+    """r* of the Chebyshev LP over all V - 1 rows in one HiGHS call (the formulation before
+    constraint generation)."""
+    others = np.delete(np.arange(len(b)), c)
+    diff = W[others] - W[c]
+    A = np.hstack([diff, np.linalg.norm(diff, axis=1, keepdims=True)])
+    res = linprog(np.r_[np.zeros(W.shape[1]), -1.0], A_ub=A, b_ub=b[c] - b[others],
+                  bounds=list(zip(lo, hi)) + [(0.0, 1.0)], method="highs")
+    return -1.0 if res.status == 2 else res.x[-1]
+
+
+@pytest.mark.parametrize("rows", [4, 64])
+def test_constraint_generation_gives_the_lp_over_all_rows(rows, monkeypatch):
+    # 4 rows: most tokens need several rounds; 64: the default; r* must be the one-shot LP's
+    monkeypatch.setattr(argmax, "LP_ROWS", rows)
+    rng = np.random.default_rng(11)
+    W, b = rng.normal(size=(400, 5)), 0.3 * rng.normal(size=400)
+    lo, hi = np.array([-1.0, -0.5, -1.0, 0.0, -2.0]), np.array([1.0, 1.0, 0.2, 1.0, 0.5])
+    rounds = []
+    real_linprog = argmax.linprog
+    monkeypatch.setattr(argmax, "linprog", lambda *a, **k: rounds.append(1) or real_linprog(*a, **k))
+    tokens, argmaxable = range(0, 400, 7), 0
+    for c in tokens:
+        got = argmax.chebyshev_lp(W, b, c, (lo, hi))
+        want = full_chebyshev_r(W, b, c, lo, hi)
+        assert (got > argmax.LP_TOL) == (want > argmax.LP_TOL), c
+        if want > argmax.LP_TOL:
+            assert got == pytest.approx(want, abs=1e-9), c
+            argmaxable += 1
+    assert 5 < argmaxable < len(tokens) - 5          # both outcomes are exercised
+    if rows == 4:
+        assert len(rounds) > 2 * len(tokens)         # most tokens took more than one round
