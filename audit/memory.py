@@ -42,10 +42,12 @@ OPTIMIZER_COPIES = {"sgd": 0, "adamw": 2}
 LSTM_FLOATS = bodycost.LSTM_FLOATS  # per hidden unit per layer per token (audit/bodycost.py)
 # floats per vocabulary entry per training token, fitted to the simulated device's peaks: a plain
 # log-softmax (softmax, MoC) keeps 3 (logits, log-probs, a gradient); a transformed one
-# (SigSoftmax, GSS, PLIF, Mixtape) 9 (its elementwise intermediates); MoS 5 per component
-# (logits, log-softmax, weighted terms, gradients) + 4 (measured 77 at K = 15)
+# (SigSoftmax, GSS, PLIF, Mixtape) 9 (its elementwise intermediates); MoS 2 per component (the
+# kept softmax and one transient logits or gradient tensor: its loss forms the mixture at the
+# target words alone, so no (T, B, V) mixture exists; measured 30 at K = 15, where the full
+# mixture's autograd kept 77)
 PLAIN_HEADS = {"softmax", "softmax_matched", "moc"}
-HEAD_FLOATS = {"plain": 3, "transformed": 9, "per_component": 5, "mixture_shared": 4}
+HEAD_FLOATS = {"plain": 3, "transformed": 9, "per_component": 2, "mixture_shared": 0}
 EVAL_HEAD_FLOATS = 3      # forward only: logits, log-softmax, the kept log-probs
 GRAM_BLOCK_BYTES = 1 << 29  # audit/evaluate/spectrum.py _BLOCK_BYTES
 CONTEXT_BYTES = 0.6 * GB  # CUDA context and library kernels per process (not a tensor)
