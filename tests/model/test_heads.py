@@ -209,26 +209,6 @@ def test_mos_and_moc_match_probability_space_formulas():
 
 
 @pytest.mark.parametrize("experts", [1, 2, 3])
-def test_fused_mixture_matches_autograd(experts):
-    # the training path's hand-written backward against autograd through the plain formula,
-    # and against finite differences (gradcheck)
-    gen = torch.Generator().manual_seed(experts)
-    logits = (4 * torch.randn(T, B, experts, V, generator=gen, dtype=torch.float64)).requires_grad_()
-    log_prior = torch.log_softmax(torch.randn(T, B, experts, generator=gen, dtype=torch.float64), -1)
-    log_prior.requires_grad_()
-    weights = torch.randn(T, B, V, generator=gen, dtype=torch.float64)
-    results = []
-    for fused in (False, True):
-        out = mixture_log_probs(logits, log_prior, fused=fused)
-        grads = torch.autograd.grad((out * weights).sum(), (logits, log_prior))
-        results.append((out, *grads))
-    for plain, fused in zip(*results):
-        torch.testing.assert_close(fused, plain, rtol=0, atol=1e-12)
-    small = (logits[:2, :1].detach().clone().requires_grad_(), log_prior[:2, :1].detach().clone().requires_grad_())
-    assert torch.autograd.gradcheck(lambda l, p: mixture_log_probs(l, p, fused=True), small)
-
-
-@pytest.mark.parametrize("experts", [1, 2, 3])
 def test_target_mixture_matches_the_full_mixture_at_the_targets(experts):
     # the training loss's path: the mixture formed at the target words alone, against autograd
     # through the plain formula gathered at the targets, and against finite differences
@@ -274,14 +254,6 @@ def test_training_loss_is_the_full_log_p_read_at_the_targets(name):
     full = head(h)
     expected = F.nll_loss(full.reshape(-1, V), targets.reshape(-1))
     torch.testing.assert_close(mean_nll(full if picked is None else picked, targets), expected, rtol=0, atol=1e-12)
-
-
-def test_mos_trains_on_the_fused_mixture():
-    mos, _ = make_head("mos", torch.float64, {"experts": 2, "dropoutl": 0.0})  # no dropout: same function
-    h = inputs(D_IN, torch.float64)
-    reference = mos(h)                       # eval mode: the plain autograd path
-    mos.train()
-    torch.testing.assert_close(mos(h), reference, rtol=0, atol=1e-12)
 
 
 def test_locked_dropout_shares_mask_over_time():

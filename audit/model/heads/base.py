@@ -171,7 +171,6 @@ class Head(nn.Module):
         return []
 
 
-
 def mean_nll(out: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Mean NLL per token from log-P at the targets (T, B), a head's ``target_log_probs``, or
     from the full log-P (T, B, V), read by ``F.nll_loss`` as before there was a shortcut (so the

@@ -46,9 +46,7 @@ class MoS(Head):
         return F.log_softmax(self.prior(h), dim=-1)
 
     def forward(self, h):
-        # the fused mixture in training only: the evaluation's Jacobian differentiates in forward
-        # mode, which the fused function has no rule for
-        return mixture_log_probs(self.logits(self.contexts(h)), self.log_prior(h), fused=self.training)
+        return mixture_log_probs(self.logits(self.contexts(h)), self.log_prior(h))
 
     def target_log_probs(self, h, targets):
         # the training loss: the mixture formed at the targets alone (audit.model.mixtures), a
