@@ -47,7 +47,7 @@ LSTM_FLOATS = bodycost.LSTM_FLOATS  # per hidden unit per layer per token (audit
 # target words alone, so no (T, B, V) mixture exists; measured 30 at K = 15, where the full
 # mixture's autograd kept 77)
 PLAIN_HEADS = {"softmax", "softmax_matched", "moc"}
-HEAD_FLOATS = {"plain": 3, "transformed": 9, "per_component": 2, "mixture_shared": 0}
+HEAD_FLOATS = {"plain": 3, "transformed": 9, "per_component": 2}
 EVAL_HEAD_FLOATS = 3      # forward only: logits, log-softmax, the kept log-probs
 GRAM_BLOCK_BYTES = 1 << 29  # audit/evaluate/spectrum.py _BLOCK_BYTES
 CONTEXT_BYTES = 0.6 * GB  # CUDA context and library kernels per process (not a tensor)
@@ -70,7 +70,7 @@ def head_floats(settings: dict) -> int:
     """Floats per vocabulary entry one training token holds in the head (see HEAD_FLOATS)."""
     k = components(settings)
     if k > 1:
-        return HEAD_FLOATS["per_component"] * k + HEAD_FLOATS["mixture_shared"]
+        return HEAD_FLOATS["per_component"] * k
     return HEAD_FLOATS["plain" if settings["head"] in PLAIN_HEADS else "transformed"]
 
 

@@ -182,8 +182,9 @@ def _claim_rows(pub, config, table, settings) -> list[dict]:
         if not comp:
             continue
         for corpus in sorted(set(pub["corpus"]) - {""}):
-            comp = claims_mod.resolve(claim, pub, corpus)["comparison"]
-            if claims_mod.find_row(table, dict(claim, comparison=comp), corpus)[0] is not None:
+            resolved = claims_mod.resolve(claim, pub, corpus)
+            comp = resolved["comparison"]
+            if claims_mod.find_row(table, resolved, corpus)[0] is not None:
                 continue
             margin = claim.get("equivalence_margin")
             lib = claim.get("lower_is_better")
