@@ -11,9 +11,11 @@ validation. A spec is comma-separated ``key=value`` pairs; unset keys take the d
         --spec "K=2000,d=64,lr=10,clip=0.25" --spec "K=2000,d=64,lr=10,clip=0.25,head=mos,experts=2,last=64"
 
 Keys: ``K`` vocabulary (the K most frequent training words, the rest ``<unk>``), ``d``, ``H``,
-``L`` layers, ``B`` batch, ``bptt``, ``drop`` (every dropout and weight drop), ``lr``, ``clip``,
-``E`` epochs of ``T`` tokens, ``asgd`` (nt, et, none) and ``sw`` (ET's switch epoch), ``head``,
-``experts`` and ``last`` (d' of the mixtures), ``seed``.
+``L`` layers, ``B`` batch, ``bptt``, ``drop`` (every dropout and weight drop, the mixtures'
+latent dropout too), ``dropl`` (the mixtures' latent dropout alone, overriding ``drop`` there: the
+MoS sweep's arms drop nothing else), ``lr``, ``clip``, ``E`` epochs of ``T`` tokens, ``asgd`` (nt,
+et, none) and ``sw`` (ET's switch epoch), ``head``, ``experts`` and ``last`` (d' of the mixtures),
+``seed``.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from audit.errors import AuditError
 
 DEFAULTS = {"K": 2000, "d": 32, "H": 128, "L": 2, "B": 32, "bptt": 35, "drop": 0.0, "lr": 10.0, "clip": 0.25,
             "E": 8, "T": 150_000, "asgd": "nt", "sw": 200, "head": "softmax", "experts": None, "last": None,
-            "seed": 1}
+            "dropl": None, "seed": 1}
 FIRST_TEST_TOKENS = 5_000   # the old default's test slice, kept for comparison
 
 
@@ -46,7 +48,7 @@ def parse_spec(text: str) -> dict:
         key, _, value = item.partition("=")
         if key not in DEFAULTS:
             raise AuditError(f"bench candidates: unknown spec key {key!r}; known: {', '.join(DEFAULTS)}")
-        kind = type(DEFAULTS[key]) if DEFAULTS[key] is not None else int
+        kind = type(DEFAULTS[key]) if DEFAULTS[key] is not None else float if key == "dropl" else int
         try:
             spec[key] = kind(value)
         except ValueError:
@@ -65,7 +67,7 @@ def settings_for(spec: dict) -> dict:
         model["last_size"] = spec["last"]
     options = {"experts": spec["experts"]} if spec["experts"] else {}
     if spec["head"] in ("mos", "moc", "mos_uniform") and spec["experts"]:
-        options["dropoutl"] = drop
+        options["dropoutl"] = drop if spec["dropl"] is None else spec["dropl"]
     config = check_study({
         "study": "bench-candidates", "seeds": [spec["seed"]], "heads": [{"name": spec["head"], "options": options}],
         "data": {"max_tokens": {"valid": 10_000}}, "model": model,

@@ -11,6 +11,11 @@ def test_spec_keys_are_typed_and_unknown_ones_refused():
     spec = candidates.parse_spec("K=500,d=16,lr=2.5,head=mos,experts=2")
     assert (spec["K"], spec["d"], spec["lr"], spec["head"], spec["experts"]) == (500, 16, 2.5, "mos", 2)
     assert spec["H"] == candidates.DEFAULTS["H"]
+    # the latent dropout alone (the MoS sweep's arms) or with every other dropout
+    alone = candidates.settings_for(candidates.parse_spec("head=mos,experts=1,last=32,dropl=0.29"))
+    assert alone["options"]["dropoutl"] == 0.29 and alone["model"]["dropout"] == alone["model"]["wdrop"] == 0.0
+    every = candidates.settings_for(candidates.parse_spec("head=mos,experts=1,last=32,drop=0.29"))
+    assert every["options"]["dropoutl"] == every["model"]["dropout"] == every["model"]["wdrop"] == 0.29
     with pytest.raises(AuditError, match="unknown spec key 'width'"):
         candidates.parse_spec("width=3")
     with pytest.raises(AuditError, match="spec key d='x' is not a int"):
