@@ -66,7 +66,11 @@ def settings_for(spec: dict) -> dict:
     if spec["last"]:
         model["last_size"] = spec["last"]
     options = {"experts": spec["experts"]} if spec["experts"] else {}
-    if spec["head"] in ("mos", "moc", "mos_uniform") and spec["experts"]:
+    mixture = spec["head"] in ("mos", "moc", "mos_uniform") and spec["experts"]
+    if spec["dropl"] is not None and not mixture:
+        raise AuditError(f"bench candidates: spec key dropl={spec['dropl']} needs head=mos, moc or mos_uniform "
+                         f"with experts set (head={spec['head']}, experts={spec['experts']})")
+    if mixture:
         options["dropoutl"] = drop if spec["dropl"] is None else spec["dropl"]
     config = check_study({
         "study": "bench-candidates", "seeds": [spec["seed"]], "heads": [{"name": spec["head"], "options": options}],

@@ -16,6 +16,8 @@ def test_spec_keys_are_typed_and_unknown_ones_refused():
     assert alone["options"]["dropoutl"] == 0.29 and alone["model"]["dropout"] == alone["model"]["wdrop"] == 0.0
     every = candidates.settings_for(candidates.parse_spec("head=mos,experts=1,last=32,drop=0.29"))
     assert every["options"]["dropoutl"] == every["model"]["dropout"] == every["model"]["wdrop"] == 0.29
+    with pytest.raises(AuditError, match="dropl=0.29 needs head=mos"):
+        candidates.settings_for(candidates.parse_spec("dropl=0.29"))
     with pytest.raises(AuditError, match="unknown spec key 'width'"):
         candidates.parse_spec("width=3")
     with pytest.raises(AuditError, match="spec key d='x' is not a int"):
