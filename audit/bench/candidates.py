@@ -30,10 +30,13 @@ from pathlib import Path
 import torch
 
 from audit.errors import AuditError
+from audit.model.options import HEAD_OPTIONS
 
 DEFAULTS = {"K": 2000, "d": 32, "H": 128, "L": 2, "B": 32, "bptt": 35, "drop": 0.0, "lr": 10.0, "clip": 0.25,
             "E": 8, "T": 150_000, "asgd": "nt", "sw": 200, "head": "softmax", "experts": None, "last": None,
             "dropl": None, "seed": 1}
+NO_DEFAULT_KINDS = {"experts": int, "last": int, "dropl": float}   # the types of the keys unset by default
+LATENT_HEADS = [name for name, options in HEAD_OPTIONS.items() if "dropoutl" in options]
 FIRST_TEST_TOKENS = 5_000   # the old default's test slice, kept for comparison
 
 
@@ -48,7 +51,7 @@ def parse_spec(text: str) -> dict:
         key, _, value = item.partition("=")
         if key not in DEFAULTS:
             raise AuditError(f"bench candidates: unknown spec key {key!r}; known: {', '.join(DEFAULTS)}")
-        kind = type(DEFAULTS[key]) if DEFAULTS[key] is not None else float if key == "dropl" else int
+        kind = type(DEFAULTS[key]) if DEFAULTS[key] is not None else NO_DEFAULT_KINDS[key]
         try:
             spec[key] = kind(value)
         except ValueError:
@@ -66,11 +69,11 @@ def settings_for(spec: dict) -> dict:
     if spec["last"]:
         model["last_size"] = spec["last"]
     options = {"experts": spec["experts"]} if spec["experts"] else {}
-    mixture = spec["head"] in ("mos", "moc", "mos_uniform") and spec["experts"]
-    if spec["dropl"] is not None and not mixture:
-        raise AuditError(f"bench candidates: spec key dropl={spec['dropl']} needs head=mos, moc or mos_uniform "
+    latent = spec["head"] in LATENT_HEADS and spec["experts"]
+    if spec["dropl"] is not None and not latent:
+        raise AuditError(f"bench candidates: spec key dropl={spec['dropl']} needs head={' / '.join(LATENT_HEADS)} "
                          f"with experts set (head={spec['head']}, experts={spec['experts']})")
-    if mixture:
+    if latent:
         options["dropoutl"] = drop if spec["dropl"] is None else spec["dropl"]
     config = check_study({
         "study": "bench-candidates", "seeds": [spec["seed"]], "heads": [{"name": spec["head"], "options": options}],
