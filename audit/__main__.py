@@ -24,6 +24,7 @@ VERBS = {
     "plan-memory": "audit.memory",        # peak GPU memory per job of a config, runs per GPU
     "validate": "audit.config",           # validate a study config and print it resolved
     "synthetic": "audit.synthetic.cli",   # the Dirichlet synthetic study (fits, table, figures)
+    "gpu-check": "audit.gpucheck.cli",    # GPU acceptance: correctness, syncs, memory, speed, the DAG
 }
 
 

@@ -38,6 +38,7 @@ import contextlib
 import os
 import sys
 import traceback
+import warnings
 import weakref
 from collections import Counter
 from dataclasses import dataclass, field
@@ -180,6 +181,7 @@ class Simulation(TorchDispatchMode):
         self.trace = trace
         self.live = 0
         self.peak = 0
+        self.sync_debug_mode = 0              # torch.cuda.set_sync_debug_mode (0 off, 1 warn, 2 error)
         self._sizes: dict[int, int] = {}   # storage address -> bytes, for the live count
         self._users: dict[int, int] = {}   # storage address -> wrappers holding it
 
@@ -191,6 +193,10 @@ class Simulation(TorchDispatchMode):
 
     def sync(self, reason: str, nbytes: int = 0) -> None:
         self.record.syncs[reason] += 1
+        if self.sync_debug_mode == 1:  # torch.cuda.set_sync_debug_mode("warn"): CUDA's own warning text
+            warnings.warn(f"called a synchronizing CUDA operation ({reason}, simulated)", UserWarning, stacklevel=2)
+        elif self.sync_debug_mode == 2:
+            raise RuntimeError(f"called a synchronizing CUDA operation ({reason}, simulated)")
         if self.trace:
             stack = [f"{f.filename.rsplit('/', 2)[-1]}:{f.lineno} {f.name}" for f in traceback.extract_stack()[-12:-2]
                      if "fake_cuda" not in f.filename and "torch/" not in f.filename]
@@ -345,6 +351,10 @@ def simulated_cuda(memory_limit: int | None = None, total_memory: int = 80 * 2 *
     def synchronize(device=None):
         sim.sync("torch.cuda.synchronize")
 
+    def set_sync_debug_mode(debug_mode):
+        # torch's modes: "default"/0 off, "warn"/1 a warning per sync, "error"/2 an error
+        sim.sync_debug_mode = {"default": 0, "warn": 1, "error": 2}.get(debug_mode, debug_mode)
+
     props = mock.Mock(total_memory=total_memory, name="Simulated CUDA device")
     props.name = "Simulated CUDA device (CPU)"
     cuda = torch.cuda
@@ -356,6 +366,8 @@ def simulated_cuda(memory_limit: int | None = None, total_memory: int = 80 * 2 *
         mock.patch.object(cuda, "current_device", lambda: 0),
         mock.patch.object(cuda, "set_device", lambda device: None),
         mock.patch.object(cuda, "synchronize", synchronize),
+        mock.patch.object(cuda, "set_sync_debug_mode", set_sync_debug_mode),
+        mock.patch.object(cuda, "get_sync_debug_mode", lambda: sim.sync_debug_mode),
         mock.patch.object(cuda, "get_rng_state", rng.get_rng_state),
         mock.patch.object(cuda, "set_rng_state", rng.set_rng_state),
         mock.patch.object(cuda, "get_rng_state_all", rng.get_rng_state_all),

@@ -1,0 +1,172 @@
+"""Is the CUDA path right on this GPU? Every built-in head on both bodies against the CPU.
+
+For each (body, head): the log-probs of the initial model, one optimiser step (SGD for the
+AWD-LSTM, AdamW for the Transformer) and, for the AWD-LSTM, one averaging step (ASGD's running
+mean), run through the real ``Trainer`` on CUDA and on the CPU from the same seed, with dropout
+off (the two devices draw different masks from one seed). Then PLIF's scatter-add (atomic adds
+in no fixed order on a GPU), the Press rank of a spectrum accumulated on the GPU, and the
+forward-mode Jacobian (``torch.func``) on CUDA against reverse mode.
+
+Tolerances are float32's with TF32 off (``train.precision: fp32`` sets it): cuBLAS/cuDNN and the
+CPU BLAS sum in different orders, so values agree to a few ulps of the quantities summed, not
+bitwise. Each is stated here and in the report.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+# |log p_cuda - log p_cpu| <= LOGP_ATOL + LOGP_RTOL |log p_cpu|: a V = 500 log-sum-exp over float32
+# logits carries ~1e-6 rounding; a 50x margin for the heads' extra terms (tests/cuda/test_cuda.py)
+LOGP_ATOL, LOGP_RTOL = 5e-5, 1e-5
+LOSS_RTOL = 1e-5     # the step's training loss: the same forward pass, summed in another order
+# max |w_cuda - w_cpu| after the step, over max(1, max |w_cpu|): an SGD step moves weights by at
+# most lr x clip = 20 x 0.25 = 5 in norm, and its rounding (~1e-6 relative) by far less
+PARAM_TOL = 1e-4
+PLIF_SPREAD = 1e-4   # max |g1 - g2| / max |g| of PLIF's slope gradient, run to run
+JACOBIAN_TOL = 1e-5  # ||J_forward - J_reverse|| / ||J_reverse||, both on CUDA
+
+
+def _max_param_gap(a, b) -> float:
+    import torch
+
+    gap, scale = 0.0, 1.0
+    for (name, x), (_, y) in zip(sorted(a.items()), sorted(b.items())):
+        if not torch.is_floating_point(x):
+            continue
+        x, y = x.detach().double().cpu(), y.detach().double().cpu()
+        gap, scale = max(gap, (x - y).abs().max().item()), max(scale, y.abs().max().item())
+    return gap / scale
+
+
+def compare_run(head: str, body: str, corpus: str, result) -> None:
+    """Log-probs, one optimiser step and one averaging step of one (body, head) on CUDA vs CPU."""
+    import torch
+
+    from audit.gpucheck.common import tiny_settings
+    from audit.train.trainer import Trainer
+
+    trainers = {}
+    for device in ("cpu", "cuda"):
+        settings = tiny_settings(head, body, device, variable_bptt=False)
+        settings["train"]["epoch_tokens"] = settings["train"]["bptt"] * settings["train"]["batch_size"]  # one step
+        trainers[device] = Trainer(settings, corpus, log=lambda msg: None)
+    cpu, gpu = trainers["cpu"], trainers["cuda"]
+    key = f"{body}/{head}"
+    words = cpu.train_data[:16]
+    with torch.no_grad():
+        cpu.model.eval(), gpu.model.eval()
+        want = cpu.model(words, cpu.model.init_hidden(words.size(1)))[0]
+        got = gpu.model(words.to(gpu.device), gpu.model.init_hidden(words.size(1)))[0].cpu()
+    bound = LOGP_ATOL + LOGP_RTOL * want.abs()
+    excess = ((got - want).abs() - bound).max().item()
+    result.check(f"log-probs {key}", f"max |diff| {(got - want).abs().max().item():.3g}",
+                 f"<= {LOGP_ATOL:g} + {LOGP_RTOL:g} |log p|", bool(torch.isfinite(got).all()) and excess <= 0)
+    optimizer = "AdamW" if body == "transformer" else "SGD"
+    rows = {d: t.train_epoch() for d, t in trainers.items()}
+    loss_gap = abs(rows["cuda"]["train_loss"] - rows["cpu"]["train_loss"]) / abs(rows["cpu"]["train_loss"])
+    result.check(f"{optimizer} step loss {key}", f"{loss_gap:.3g}", f"relative <= {LOSS_RTOL:g}", loss_gap <= LOSS_RTOL)
+    gap = _max_param_gap(gpu.model.state_dict(), cpu.model.state_dict())
+    result.check(f"{optimizer} step weights {key}", f"{gap:.3g}", f"max |diff| / max(1, max |w|) <= {PARAM_TOL:g}",
+                 gap <= PARAM_TOL)
+    if body == "transformer":
+        return  # AdamW, no averaging (config.py refuses ASGD with it)
+    for t in trainers.values():
+        t.start_averaging()
+        t.train_epoch()
+    gap = _max_param_gap(gpu.average.module.state_dict(), cpu.average.module.state_dict())
+    result.check(f"averaging step {key}", f"{gap:.3g}", f"max |diff| / max(1, max |w|) <= {PARAM_TOL:g}",
+                 gap <= PARAM_TOL)
+
+
+def _head(name: str, d: int, vocab: int, seed: int = 0):
+    import torch
+    import torch.nn as nn
+
+    from audit.gpucheck.common import TINY_OPTIONS
+    from audit.model.heads import HeadSpec, build_head
+
+    torch.manual_seed(seed)
+    return build_head(name, HeadSpec(d_in=d, embedding=nn.Embedding(vocab, d), options=TINY_OPTIONS.get(name, {})))
+
+
+def plif_spread(result) -> None:
+    """PLIF's slope gradient is a bincount with weights: atomic adds on CUDA, any order."""
+    import torch
+    import torch.nn.functional as F
+
+    head = _head("plif", 32, 2000).train().cuda()
+    h = torch.randn(20, 10, 32, generator=torch.Generator().manual_seed(3)).cuda()
+    targets = torch.randint(0, 2000, (200,), generator=torch.Generator().manual_seed(4)).cuda()
+    grads = []
+    for _ in range(5):
+        head.zero_grad(set_to_none=True)
+        F.nll_loss(head(h).reshape(-1, 2000), targets).backward()
+        grads.append(head.w.grad.flatten().double().cpu())
+    scale = grads[0].abs().max().item()
+    spread = max((g - grads[0]).abs().max().item() for g in grads[1:]) / scale
+    result.check("PLIF scatter-add spread over 5 runs", f"{spread:.3g}", f"<= {PLIF_SPREAD:g} of max |g|",
+                 scale > 0 and spread <= PLIF_SPREAD)
+
+
+def press_rank(result) -> None:
+    """The Gram accumulated on the GPU gives the CPU's Press rank (softmax: <= d + 2)."""
+    import torch
+
+    from audit.evaluate import spectrum
+
+    for name in ("softmax", "sigsoftmax"):
+        head = _head(name, 16, 300).eval()
+        h = torch.randn(1200, 16, generator=torch.Generator().manual_seed(5))
+        with torch.no_grad():
+            log_p = head(h.unsqueeze(0)).squeeze(0)
+        chunks = list(log_p.split(200))
+        cpu = spectrum.singular_values([c.numpy() for c in chunks])
+        gpu = spectrum.singular_values([c.cuda() for c in chunks])
+        m, n = log_p.shape
+        ranks = spectrum.press_rank(gpu, m, n), spectrum.press_rank(cpu, m, n)
+        bound_holds = (ranks[1] <= 16 + 2) == (name == "softmax")
+        result.check(f"Press rank of a CUDA spectrum ({name})", f"CUDA {ranks[0]}, CPU {ranks[1]}",
+                     "equal; softmax <= d + 2 = 18, sigsoftmax above", ranks[0] == ranks[1] and bound_holds)
+
+
+def forward_jacobian(result) -> None:
+    """torch.func's forward mode on CUDA against plain reverse-mode autograd on CUDA."""
+    import torch
+
+    from audit.evaluate.jacobian import jacobian
+
+    for name in ("softmax", "mos"):
+        head = _head(name, 16, 300).eval().cuda()
+        h = torch.randn(16, generator=torch.Generator().manual_seed(6)).cuda()
+        forward, reverse = jacobian(head, h, "forward"), jacobian(head, h, "reverse")
+        error = ((forward - reverse).norm() / reverse.norm()).item()
+        result.check(f"forward-mode Jacobian on CUDA ({name})", f"{error:.3g}",
+                     f"||J_fwd - J_rev|| / ||J_rev|| <= {JACOBIAN_TOL:g}", error <= JACOBIAN_TOL)
+
+
+def run(result, budget: float, simulated: bool) -> None:
+    import time
+
+    from audit.device import apply_precision
+    from audit.gpucheck.common import BODIES, HEADS, random_corpus
+
+    apply_precision("fp32")  # TF32 would loosen every tolerance above
+    deadline = time.time() + budget
+    with tempfile.TemporaryDirectory(prefix="audit-gpu-check-") as tmp:
+        corpus = random_corpus(Path(tmp) / "corpus.pt", 500, 4000, 1000, 1000)
+        for body in BODIES:
+            for head in HEADS:
+                if time.time() > deadline:
+                    result.note(f"out of time before {body}/{head}: not checked")
+                    result.data["incomplete"] = True
+                    return
+                compare_run(head, body, corpus, result)
+    plif_spread(result)
+    press_rank(result)
+    if simulated:
+        # torch.func's wrappers hide the device from the simulation (README, "On GPUs")
+        result.note("forward-mode Jacobian: not checkable on the simulated device")
+    else:
+        forward_jacobian(result)

@@ -1,0 +1,103 @@
+"""``gpu-check.json`` (everything) and ``gpu-check.md`` (one page) from the steps' results."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from audit.files import atomic_write_text
+
+
+def _table(header: list[str], rows: list[list]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + \
+        ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+
+
+def markdown(results: list[dict], minutes: float, started: float, code: int) -> str:
+    by = {r["step"]: r for r in results}
+    env = by.get("environment", {}).get("figures", {})
+    simulated = env.get("simulated", True)
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started))
+    lines = [f"# gpu-check: {env.get('gpu', 'no device')} ({when})", ""]
+    if simulated:
+        lines += ["**Simulated device (CPU tensors that report cuda:0; tests/support/fake_cuda.py): no timing or "
+                  "memory figure below is a GPU figure.**", ""]
+    lines += [f"Result: **{'PASS' if code == 0 else 'FAIL'}** (exit {code}), planned into {minutes:g} minutes, "
+              f"took {time.time() - started:.0f} s.", ""]
+    if env:
+        flags = env.get("precision_flags", {})
+        lines += [f"- GPU: {env.get('gpu')}, {env.get('gpu_memory_gib')} GiB; driver {env.get('driver')}",
+                  f"- torch {env.get('torch')}, CUDA {env.get('cuda')}, cuDNN {env.get('cudnn')}, Python "
+                  f"{env.get('python')}, {env.get('cpu_count')} CPUs",
+                  "- float32 flags per train.precision (matmul / cuDNN RNN / cuDNN conv / autocast): " +
+                  "; ".join(f"{p}: {f['matmul']} / {f['cudnn_rnn']} / {f['cudnn_conv']} / {f['autocast']}"
+                            for p, f in flags.items()), ""]
+    rows = []
+    for r in results:
+        checks = r.get("checks", [])
+        failed = sum(not c["ok"] for c in checks)
+        why = r.get("skipped") or (r.get("error", "")[:120].replace("\n", " ") if r.get("error") else "")
+        why = why or "; ".join(r.get("notes", []))[:160]
+        rows.append([r["step"], r["status"], f"{r.get('seconds', 0):.0f}", f"{len(checks) - failed} of {len(checks)}", why])
+    lines += ["## Steps", ""] + _table(["step", "status", "seconds", "checks passed", "notes"], rows) + [""]
+    failed = [(r["step"], c) for r in results for c in r.get("checks", []) if not c["ok"]]
+    if failed:
+        lines += ["## Checks not met (memory and speed: findings; the others fail the run)", ""] + _table(["step", "check", "value", "limit"],
+                                                   [[s, c["name"], c["value"], c["limit"]] for s, c in failed]) + [""]
+    syncs = by.get("syncs", {}).get("figures", {}).get("syncs")
+    if syncs:
+        worst = max(syncs, key=lambda r: r["syncs"] / r["steps"])
+        worst_chunk = max(syncs, key=lambda r: r["valid_syncs"] / r["valid_chunks"])
+        lines += ["## Host syncs", "",
+                  f"{len(syncs)} phases counted; most per training step: {worst['syncs'] / worst['steps']:.3f} "
+                  f"({worst['body']}/{worst['head']} {worst['phase']}, {worst['syncs']} in {worst['steps']}); most per "
+                  f"validation chunk: {worst_chunk['valid_syncs'] / worst_chunk['valid_chunks']:.2f}. Budget: 1 per 50 "
+                  "steps, 1 per chunk.", ""]
+    memory = by.get("memory", {}).get("figures", {}).get("memory")
+    if memory:
+        lines += ["## Memory (peak allocated against audit/memory.py's plan, CUDA context excluded)", ""] + _table(
+            ["config", "arm", "job", "planned GB", "allocated GB", "reserved GB", "ratio"],
+            [[m["config"], m["arm"], m["job"], f"{m['planned_gb']:.3g}", f"{m['allocated_gb']:.3g}",
+              f"{m['reserved_gb']:.3g}", f"{m['ratio']:.2f}"] for m in memory]) + [""]
+    speed = by.get("speed", {}).get("figures", {})
+    if speed.get("one_run"):
+        lines += ["## Speed (paper-ptb arms" + (", tiny model: not GPU figures" if simulated else "") + ")", ""]
+        lines += _table(["family", "tokens/s, one run", "s/epoch", "peak GB"],
+                        [[f, f"{v['tokens_per_second']:,.0f}", f"{v['seconds_per_epoch']:.1f}", f"{v['peak_gb']:.2f}"]
+                         for f, v in speed["one_run"].items()]) + [""]
+        if speed.get("precision_softmax"):
+            lines += _table(["precision (softmax)", "tokens/s", "ms/step"],
+                            [[p, f"{v['tokens_per_second']:,.0f}", f"{v['ms_per_step']:.1f}"]
+                             for p, v in speed["precision_softmax"].items()]) + [""]
+        if speed.get("concurrency_softmax"):
+            base = speed["concurrency_softmax"][0]["tokens_per_second"]
+            lines += _table(["N concurrent (softmax)", "aggregate tokens/s", "x N=1", "peak GB per run"],
+                            [[r["n"], f"{r['tokens_per_second']:,.0f}", f"{r['tokens_per_second'] / base:.2f}",
+                              f"{r['peak_gb']:.2f}"] for r in speed["concurrency_softmax"]]) + [""]
+            lines += [f"Best N: {speed.get('best_n')}", ""]
+        if speed.get("gpu_hours"):
+            lines += _table(["paper config", "projected GPU-hours"],
+                            [[k, f"{v:,.1f}"] for k, v in speed["gpu_hours"].items()]) + [""]
+    dag = by.get("dag", {})
+    if dag.get("figures"):
+        walls = {k[:-len("_wall_seconds")]: v for k, v in dag["figures"].items() if k.endswith("_wall_seconds")}
+        lines += ["## Smoke study through Snakemake", "",
+                  "Wall seconds: " + ", ".join(f"{k} {v:.0f}" for k, v in walls.items()) +
+                  " (cpu = the CPU study; gpuN = --resources gpu=1 at runs_per_gpu N).", ""]
+    errors = [(r["step"], e) for r in results for e in ([r["error"]] if r.get("error") else []) + r.get("errors", [])]
+    if errors:
+        lines += ["## Errors (the step logs are under steps/)", ""] + [f"- {s}: {e[:400]}" for s, e in errors] + [""]
+    lines += ["Every check with its value and limit: gpu-check.json.", ""]
+    return "\n".join(lines)
+
+
+def write(out: Path, results: list[dict], minutes: float, started: float, code: int) -> tuple[Path, Path]:
+    env = next((r for r in results if r["step"] == "environment"), {}).get("figures", {})
+    blob = {"gpu": env.get("gpu"), "simulated": env.get("simulated", True), "minutes": minutes,
+            "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+            "seconds": round(time.time() - started, 1), "exit": code, "steps": results}
+    json_path, md_path = out / "gpu-check.json", out / "gpu-check.md"
+    atomic_write_text(json.dumps(blob, indent=1, default=str) + "\n", json_path)
+    atomic_write_text(markdown(results, minutes, started, code), md_path)
+    return json_path, md_path
