@@ -47,7 +47,7 @@ EXTRA = ["set", "source_a", "source_b", "n_basis_a", "n_basis_b", "published_p",
          "p_reproduced", "p_reproduction", "not_computed"]
 COMPARISON_TABLE_COLUMNS = COMPARISON_COLUMNS + EXTRA + unstated.COLUMNS
 CLAIM_EXTRA = ["evidence_set", "n_basis", "published_p", "published_p_test", "p_reproduced", "n_unstated",
-               "p_min", "p_max", "tost_p_min", "tost_p_max", "ci_low_min", "ci_high_max"]
+               "n_combinations", "p_min", "p_max", "tost_p_min", "tost_p_max", "ci_low_min", "ci_high_max"]
 CLAIMS_COLUMNS = claims_mod.COLUMNS + CLAIM_EXTRA
 UNTESTABLE_COLUMNS = ["claim_id", "source", "statement", "paper", "table", "set", "kind", "n_basis",
                       "numbers", "reason"]
@@ -149,8 +149,10 @@ def _declared_rows(pub, section: dict, settings: Settings, source: str) -> list[
     return rows
 
 
-def comparisons_table(pub: pd.DataFrame, config: dict, settings: Settings, source: str = "config") -> pd.DataFrame:
-    """The papers' own tests, the claim comparisons they do not cover, declared families."""
+def comparisons_table(pub: pd.DataFrame, config: dict, settings: Settings, source: str = "config",
+                      checks: dict | None = None) -> pd.DataFrame:
+    """The papers' own tests, the claim comparisons they do not cover, declared families;
+    ``checks`` receives the unstated-n family checks (``unstated.apply``) for ``claims_table``."""
     section = config.get("published") or {}
     rows = []
     for _, r in pub[pub["published_p"] != ""].iterrows():
@@ -170,7 +172,7 @@ def comparisons_table(pub: pd.DataFrame, config: dict, settings: Settings, sourc
         more = finalize(claim_rows, settings)
         more_extra = pd.DataFrame([{k: r.get(k, "") for k in EXTRA} for r in claim_rows], columns=EXTRA)
         table = pd.concat([table, pd.concat([more.reset_index(drop=True), more_extra], axis=1)], ignore_index=True)
-    table = unstated.apply(table, section["unstated_n"], settings)
+    table = unstated.apply(table, section["unstated_n"], settings, checks=checks)
     return table[COMPARISON_TABLE_COLUMNS]
 
 
@@ -199,10 +201,12 @@ def _claim_rows(pub, config, table, settings) -> list[dict]:
     return out
 
 
-def claims_table(pub: pd.DataFrame, config: dict, comparisons: pd.DataFrame, settings: Settings) -> pd.DataFrame:
+def claims_table(pub: pd.DataFrame, config: dict, comparisons: pd.DataFrame, settings: Settings,
+                 checks: dict | None = None) -> pd.DataFrame:
     """A verdict on every claim that multi-seed published numbers (or a published r with its n) test.
     One-sample claims get none here: their papers printed single numbers (13 of 150 models, 95-99%),
-    listed by ``untestable_table``."""
+    listed by ``untestable_table``. ``checks``: ``comparisons_table``'s unstated-n family checks
+    (recomputed where absent)."""
     rows = []
     for claim in config.get("claims") or []:
         base = dict(claim_id=claim["id"], source=claim["source"], statement=claim.get("statement", ""),
@@ -218,7 +222,7 @@ def claims_table(pub: pd.DataFrame, config: dict, comparisons: pd.DataFrame, set
                 out = claims_mod.comparison_claim_row(dict(row, kind="comparison"), claim_c, ev,
                                                       "published_comparisons.csv", settings)
                 out["estimate_name"] = "diff = mean_a - mean_b (welch CI, from published mean/SD/n)"
-                out.update(_over_unstated_n(comparisons, ev, claim_c, flipped, settings, config))
+                out.update(_over_unstated_n(comparisons, ev, claim_c, flipped, settings, config, checks))
                 same = ev["n_basis_a"] == ev["n_basis_b"]
                 out.update(evidence_set=ev["set"],
                            n_basis=ev["n_basis_a"] if same else f"A: {ev['n_basis_a']}; B: {ev['n_basis_b']}",
@@ -232,22 +236,25 @@ def claims_table(pub: pd.DataFrame, config: dict, comparisons: pd.DataFrame, set
     return pd.DataFrame(rows, columns=CLAIMS_COLUMNS)
 
 
-def _over_unstated_n(comparisons, ev, claim, flipped, settings, config) -> dict:
-    """Where the evidence row's n is unstated: the claim judged at every n of its set
+def _over_unstated_n(comparisons, ev, claim, flipped, settings, config, checks=None) -> dict:
+    """Where the evidence row's Holm family holds an unstated n (its own or another row's): the
+    claim judged at every combination of the family's admissible n
     (``audit.stats.published.unstated``), with the range of p and CI; else nothing to add."""
     keys = ("family", "corpus", "metric", "head_a", "head_b")
     src = claims_mod.flip_row(ev) if flipped else ev   # the row as it stands in the table
     hit = comparisons.index[np.logical_and.reduce([comparisons[k] == src[k] for k in keys])]
-    found = unstated.sensitivity(comparisons, hit[0], config["published"]["unstated_n"], settings)
+    found = unstated.sensitivity(comparisons, hit[0], config["published"]["unstated_n"], settings, checks=checks)
     if found is None:
         return {}
-    pairs, rows, why = found
+    pairs, rows, why, others = found
     rows = [claims_mod.flip_row(r) if flipped else r for r in rows]
     judged = [claims_mod.judge_comparison(claim["expect"], r, settings) for r in rows]
-    verdict, reason = unstated.over_set(pairs, judged, rows, why)
+    verdict, reason = unstated.over_set(pairs, judged, rows, why, others)
     span = unstated.ranges(rows)
-    return dict(verdict=verdict, reason=reason + f"; estimate, CI and p of this row are at the assumed n = "
-                f"{ev['n_a']:g} / {ev['n_b']:g}", n_unstated=why,
+    own = unstated.unstated(ev["n_basis_a"]) or unstated.unstated(ev["n_basis_b"])
+    where = (f"estimate, CI and p of this row are at the assumed n = {ev['n_a']:g} / {ev['n_b']:g}" if own else
+             "p_adj of this row is at the assumed n of its family's unstated rows")
+    return dict(verdict=verdict, reason=f"{reason}; {where}", n_unstated=why, n_combinations=len(rows),
                 p_min=span["n_set_welch_p_min"], p_max=span["n_set_welch_p_max"],
                 tost_p_min=span["n_set_tost_p_min"], tost_p_max=span["n_set_tost_p_max"],
                 ci_low_min=span["n_set_diff_ci_low"], ci_high_max=span["n_set_diff_ci_high"])
@@ -311,7 +318,8 @@ def published_tables(config: dict, settings: Settings, path=None, source: str = 
                   published=check_section("published", config.get("published") or {}, source))
     section = config["published"]
     pub = load_published(path if path is not None else section.get("data"))
-    comp = comparisons_table(pub, config, settings, source)
-    judged = claims_table(pub, config, comp, settings)
+    checks: dict = {}   # the unstated-n family checks: run once, read by the claims too
+    comp = comparisons_table(pub, config, settings, source, checks)
+    judged = claims_table(pub, config, comp, settings, checks)
     return {"published_comparisons": comp, "published_claims": judged,
             "published_untestable": untestable_table(pub, config, judged)}

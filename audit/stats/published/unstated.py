@@ -2,22 +2,34 @@
 
 Where a paper does not say over how many runs a mean +- SD was taken (``n_basis`` says
 ``unstated``), the packaged table carries an assumed n so that a row can be computed at all.
-A verdict must not rest on that assumption. For such a row the statistics are recomputed at
-every (n_a, n_b) of the declared plausible range (``published.unstated_n``, default 3..20 per
-arm, unequal allowed; an arm whose n is stated keeps it). When the paper printed a p-value,
-only the pairs whose two-sided Student p reproduces it at its printed digits are kept (the n
-the authors can have used, given their own numbers); otherwise the whole range is.
+A verdict must not rest on that assumption, neither the row's own nor that of any row sharing
+its Holm family (its n moves the row's p, and Holm's adjustment of every other row with it).
 
-Each pair's row is finalized like any other (Holm within its family, the family's other rows
-as they are; ``min_seeds``; TOST; verdict). The verdict stands only where it is the same at
-every pair of that set; otherwise the row is ``inconclusive`` with a reason naming the pairs
-behind each verdict ("depends on the unstated n: ..."). An empty set (no n in the range gives
-the printed p) is ``inconclusive`` too. The range of p, TOST p and the CI over the set is shown.
+For each unstated row the *admissible set* is every (n_a, n_b) of the declared plausible range
+(``published.unstated_n``, default 3..20 per arm, unequal allowed; an arm whose n is stated
+keeps it). When the paper printed a p-value, only the pairs whose two-sided Student p
+reproduces it at its printed digits are kept (the n the authors can have used, given their own
+numbers); otherwise the whole range is. A row with an empty set (no n gives the printed p) is
+``inconclusive``; for the other rows of its family its n stays unknown, so its whole range is
+used there.
+
+A Holm family with unstated rows is re-run at every *combination* (one admissible pair per
+unstated row; all of them when there are at most ``MAX_COMBINATIONS``, otherwise a sample of
+that many without replacement from ``numpy.random.default_rng(stats.bootstrap_seed)``, the count
+and the seed stated): each finalized like any family (Holm, ``min_seeds``, TOST, verdict). A
+row's verdict, for every row of the family (stated n or not), stands only where it is the same
+at each combination; otherwise the row is ``inconclusive`` with a reason naming the
+combinations behind each verdict ("depends on the unstated n: ..."). With a sample, a verdict
+that stands was the same at every sampled combination, which the text says. The range of p,
+TOST p and the CI over the combinations, and their count, are shown.
 """
 
 from __future__ import annotations
 
+import gc
+import itertools
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -29,8 +41,12 @@ from audit.stats.published.summaries import compare_summary, student_p_from_stat
 
 # over the set of n: the text saying which n, the range of the uncorrected Welch and TOST p
 # (an arm below min_seeds has no p_adj) and the hull of the difference's CIs
-COLUMNS = ["n_unstated", "n_set_welch_p_min", "n_set_welch_p_max", "n_set_tost_p_min", "n_set_tost_p_max",
-           "n_set_diff_ci_low", "n_set_diff_ci_high"]
+COLUMNS = ["n_unstated", "n_set_combinations", "n_set_welch_p_min", "n_set_welch_p_max", "n_set_tost_p_min",
+           "n_set_tost_p_max", "n_set_diff_ci_low", "n_set_diff_ci_high"]
+# the most combinations of a family's admissible n a family is re-run at; beyond it a seeded
+# sample of this many (one re-run of a family takes ~20 ms: 1,000 take ~20 s)
+MAX_COMBINATIONS = 1000
+SHOWN = 12   # combinations named per verdict in a reason; the rest counted
 
 
 def unstated(n_basis: str) -> bool:
@@ -63,50 +79,184 @@ def n_pairs(row: dict, n_range: tuple[int, int]) -> tuple[list[tuple[int, int]],
     return kept, text + f"; those whose Student p reproduces the printed p = {printed} (n_a, n_b): {shown}"
 
 
-def at_n(table: pd.DataFrame, index, n_a: int, n_b: int, settings) -> dict:
-    """Row ``index`` of a finalized published comparisons table recomputed at (n_a, n_b): its
-    statistics from the summaries, then Holm and the verdict within its family, whose other
-    rows stay as they are."""
-    row = table.loc[index]
-    fam = table[table["family"] == row["family"]]
+def combinations(sets: list[list[tuple[int, int]]], seed: int, limit: int | None = None) -> tuple[list[tuple], str]:
+    """The combinations a family is judged at: one pair of each set, all of them when at most
+    ``limit`` (default ``MAX_COMBINATIONS``), else ``limit`` distinct ones drawn without
+    replacement by ``numpy.random.default_rng(seed)``, in the product's order.
+
+    Returns:
+        (combinations, a sentence saying how many were checked and how they were chosen).
+    """
+    limit = MAX_COMBINATIONS if limit is None else int(limit)
+    shape = [len(x) for x in sets]
+    total = math.prod(shape)
+    if total <= limit:
+        return list(itertools.product(*sets)), f"{total} combination{'s' * (total != 1)} of (n_a, n_b) checked (all of them)"
+    picks = np.sort(np.random.default_rng(seed).choice(total, size=limit, replace=False))
+    coords = np.unravel_index(picks, shape)
+    combos = [tuple(sets[k][int(coords[k][c])] for k in range(len(sets))) for c in range(limit)]
+    return combos, (f"{limit} of the {total} combinations of (n_a, n_b) checked (a sample without replacement, "
+                    f"numpy default_rng({seed}); a verdict that stands held at each sampled one)")
+
+
+def _inputs(table: pd.DataFrame, idx) -> list[dict]:
+    """The rows of one family as ``finalize`` takes them: not run and undefined from their reason."""
     rows = []
-    for i, other in fam.iterrows():
-        rec = other.to_dict()
+    for i in idx:
+        rec = table.loc[i].to_dict()
         kind = drop_kind(rec["reason"])
         rec.update(not_run=rec["reason"] if kind == "not run" else "",
                    undefined=rec["reason"] if kind == "undefined" else "")
-        if i == index:
-            margin = rec["equivalence_margin"]
-            rec.update(compare_summary(dict(mean=rec["mean_a"], sd=rec["sd_a"], n=n_a),
-                                       dict(mean=rec["mean_b"], sd=rec["sd_b"], n=n_b), rec["lower_is_better"],
-                                       margin if np.isfinite(margin) else None, settings))
         rows.append(rec)
-    done = finalize(rows, settings)
-    return done.iloc[list(fam.index).index(index)].to_dict()
+    return rows
 
 
-def over_set(pairs: list[tuple[int, int]], judged: list[tuple[str, str]], rows: list[dict], why: str) -> tuple[str, str]:
-    """The verdict over the set: the common one, or ``inconclusive`` naming who says what.
+def _at(rec: dict, n_a: int, n_b: int, settings) -> dict:
+    """A row's statistics from its summaries at (n_a, n_b)."""
+    margin = rec["equivalence_margin"]
+    return compare_summary(dict(mean=rec["mean_a"], sd=rec["sd_a"], n=n_a), dict(mean=rec["mean_b"], sd=rec["sd_b"], n=n_b),
+                           rec["lower_is_better"], margin if np.isfinite(margin) else None, settings)
+
+
+def _is_unstated(row: dict) -> bool:
+    return (unstated(row["n_basis_a"]) or unstated(row["n_basis_b"])) and drop_kind(row["reason"]) != "not run"
+
+
+@dataclass
+class FamilyCheck:
+    """A Holm family re-run at the combinations of its unstated rows' admissible n.
+
+    ``index``: its rows (table order); ``unstated``: those whose n is unstated (not ``not run``);
+    ``kept``: per unstated row (its admissible pairs, the sentence saying why: ``n_pairs``);
+    ``combos``: per combination one pair per unstated row (order of ``unstated``); ``counted``:
+    how many combinations and how chosen; ``rows``: per combination the finalized rows (order of
+    ``index``).
+    """
+
+    index: list
+    unstated: list
+    kept: dict
+    combos: list
+    counted: str
+    rows: list
+
+    def name(self, i) -> str:
+        row = self.rows[0][self.index.index(i)]
+        return f"{row['head_a']} vs {row['head_b']}"
+
+    def why(self, index) -> str:
+        """Which n the family was judged at, as row ``index`` shows it."""
+        if self.unstated == [index]:
+            return f"{self.kept[index][1]}; {self.counted}"
+        rows = "; ".join(f"{self.name(i)}: {self.kept[i][1]}" for i in self.unstated)
+        return f"n unstated in this Holm family ({rows}); {self.counted}"
+
+    def others(self, index) -> list[str] | None:
+        """Per combination, the (n_a, n_b) of the unstated rows other than ``index``; None when
+        ``index`` is the only one (its verdict then moves with its own n alone)."""
+        if self.unstated == [index]:
+            return None
+        return [" + ".join(f"{self.name(u)} ({n_a}, {n_b})" for u, (n_a, n_b) in zip(self.unstated, c) if u != index)
+                for c in self.combos]
+
+
+def check_family(table: pd.DataFrame, family: str, n_range, settings, limit: int | None = None) -> FamilyCheck | None:
+    """Holm family ``family`` of a finalized published comparisons table at every combination of
+    its unstated rows' admissible n (module docstring); None when no row of it has an unstated n."""
+    idx = list(table.index[table["family"] == family])
+    base = _inputs(table, idx)
+    todo = [i for i, r in zip(idx, base) if _is_unstated(r)]
+    if not todo:
+        return None
+    kept, sets = {}, []
+    for i in todo:
+        row = table.loc[i].to_dict()
+        kept[i] = n_pairs(row, n_range)
+        # no pair reproduces the printed p: the row itself is inconclusive; for the others its n
+        # is simply unknown, so its whole range stands in
+        sets.append(kept[i][0] or n_pairs(dict(row, published_p=""), n_range)[0])
+    combos, counted = combinations(sets, settings.bootstrap_seed, limit)
+    cache: dict = {}
+    rows = []
+    # statsmodels' Holm (multipletests) calls gc.collect() on every call, ~70 ms over the whole
+    # heap, twice per finalize; frozen, the collections scan only what the loop allocates
+    gc.freeze()
+    try:
+        for combo in combos:
+            recs = list(base)
+            for i, (n_a, n_b) in zip(todo, combo):
+                pos = idx.index(i)
+                if (i, n_a, n_b) not in cache:
+                    cache[(i, n_a, n_b)] = _at(base[pos], n_a, n_b, settings)
+                recs[pos] = {**base[pos], **cache[(i, n_a, n_b)]}
+            rows.append(finalize(recs, settings).to_dict("records"))
+    finally:
+        gc.unfreeze()
+    return FamilyCheck(idx, todo, kept, combos, counted, rows)
+
+
+def row_over(check: FamilyCheck, index) -> tuple[list, list[dict], str, list[str] | None]:
+    """``over_set``'s (pairs, rows, why, others) for row ``index`` of a checked family: its own
+    (n_a, n_b) at each combination (None entries for a stated row; [] for an unstated row whose
+    set is empty), its finalized row at each, which n, and the other unstated rows' n."""
+    pos = check.index.index(index)
+    rows = [r[pos] for r in check.rows]
+    if index in check.unstated:
+        if not check.kept[index][0]:
+            return [], [], check.kept[index][1], None
+        at = check.unstated.index(index)
+        own = [c[at] for c in check.combos]
+    else:
+        own = [None] * len(rows)
+    return own, rows, check.why(index), check.others(index)
+
+
+def over_set(pairs: list, judged: list[tuple[str, str]], rows: list[dict], why: str,
+             others: list[str] | None = None) -> tuple[str, str]:
+    """The verdict over the combinations: the common one, or ``inconclusive`` naming who says what.
 
     Args:
-        pairs: the (n_a, n_b) of the set; judged: (verdict, reason) at each; rows: the
-            finalized row at each (for its p-values); why: ``n_pairs``'s text.
+        pairs: the row's own (n_a, n_b) at each combination, None entries where its n is stated;
+            [] when no n reproduces its printed p. judged: (verdict, reason) at each; rows: the
+            finalized row at each (for its p-values); why: the sentence saying which n.
+        others: per combination the n of the family's other unstated rows; None when there are
+            none (the row's own n alone decides; its p_adj is then not listed).
     """
     if not pairs:
         return "inconclusive", f"no n reproduces the printed p, so no verdict: {why}"
-    by = {}
-    for (i, j), (verdict, _), r in zip(pairs, judged, rows):
-        by.setdefault(verdict, []).append(f"({i}, {j}) [welch p {r['welch_p']:.3g}, tost p {r['tost_p']:.3g}]")
+
+    def at(k):   # where combination k puts this row (its only unstated n is its own)
+        return f"({pairs[k][0]}, {pairs[k][1]})"
+
+    def label(k):
+        r = rows[k]
+        if others is None:
+            return f"{at(k)} [welch p {r['welch_p']:.3g}, tost p {r['tost_p']:.3g}]"
+        where = ([f"this row {at(k)}"] if pairs[k] is not None else []) + ([others[k]] if others[k] else [])
+        return f"{' + '.join(where)} [welch p {r['welch_p']:.3g}, tost p {r['tost_p']:.3g}, p_adj {r['p_adj']:.3g}]"
+
+    def listed(ks, sep):
+        text = sep.join(label(k) for k in ks[:SHOWN])
+        return text + (f"{sep}and {len(ks) - SHOWN} more" if len(ks) > SHOWN else "")
+
+    by: dict[str, list[int]] = {}
+    for k, (verdict, _) in enumerate(judged):
+        by.setdefault(verdict, []).append(k)
     if len(by) == 1:
         verdict = judged[0][0]
-        return verdict, (f"{verdict} at every n of the set: {'; '.join(by[verdict])} ({why}); at "
-                         f"({pairs[0][0]}, {pairs[0][1]}): {judged[0][1]}")
-    detail = "; ".join(f"{v} for n = {', '.join(p)}" for v, p in by.items())
+        if others is None:
+            return verdict, (f"{verdict} at every n of the set: {listed(by[verdict], '; ')} ({why}); at "
+                             f"{at(0)}: {judged[0][1]}")
+        return verdict, (f"{judged[0][1]}; {verdict} at each of the {len(judged)} combinations of the unstated n "
+                         f"in this Holm family: {listed(by[verdict], '; ')} ({why})")
+    word = "for n =" if others is None else "at"
+    detail = "; ".join(f"{v} {word} {listed(ks, ', ')}" for v, ks in by.items())
     return "inconclusive", f"depends on the unstated n: {detail} ({why})"
 
 
 def ranges(rows: list[dict]) -> dict:
-    """``COLUMNS`` but the text: the range over the set of the Welch and TOST p and the CI hull."""
+    """``COLUMNS`` but the text and the count: the range over the combinations of the Welch and
+    TOST p and the CI hull."""
     def pick(key, fn):
         values = [r[key] for r in rows if np.isfinite(r[key])]
         return float(fn(values)) if values else math.nan
@@ -115,30 +265,48 @@ def ranges(rows: list[dict]) -> dict:
                 n_set_diff_ci_low=pick("diff_ci_low", min), n_set_diff_ci_high=pick("diff_ci_high", max))
 
 
-def sensitivity(table: pd.DataFrame, index, n_range, settings):
-    """(pairs, rows at each pair, text) for row ``index``; None when its n is stated."""
-    row = table.loc[index].to_dict()
-    if not (unstated(row["n_basis_a"]) or unstated(row["n_basis_b"])) or drop_kind(row["reason"]) == "not run":
+def sensitivity(table: pd.DataFrame, index, n_range, settings, limit: int | None = None,
+                checks: dict | None = None):
+    """``row_over`` of row ``index`` (pairs, rows at each combination, text, others); None when
+    no row of its Holm family has an unstated n, or the row is not run. ``checks``: the families
+    ``apply`` checked (family -> ``FamilyCheck`` or None), reused rather than re-run."""
+    if drop_kind(table.loc[index, "reason"]) == "not run":
         return None
-    pairs, why = n_pairs(row, n_range)
-    return pairs, [at_n(table, index, i, j, settings) for i, j in pairs], why
+    family = table.loc[index, "family"]
+    if checks is not None and family in checks:
+        check = checks[family]
+    else:
+        check = check_family(table, family, n_range, settings, limit)
+    return None if check is None else row_over(check, index)
 
 
-def apply(table: pd.DataFrame, n_range, settings) -> pd.DataFrame:
-    """The published comparisons table with every unstated-n row judged over its set of n."""
-    table = table.copy()
+def apply(table: pd.DataFrame, n_range, settings, limit: int | None = None, checks: dict | None = None) -> pd.DataFrame:
+    """The published comparisons table with every row of a Holm family holding an unstated n
+    judged over the combinations of that family's admissible n (module docstring). ``checks``,
+    if given, receives family -> ``FamilyCheck`` (None: no unstated n) for ``sensitivity``."""
+    out = table.copy()
     for col in COLUMNS:
-        table[col] = "" if col == "n_unstated" else math.nan
-    for index in table.index:
-        found = sensitivity(table, index, n_range, settings)
-        if found is None:
+        out[col] = "" if col == "n_unstated" else math.nan
+    for family in dict.fromkeys(table["family"]):
+        check = check_family(table, family, n_range, settings, limit)
+        if checks is not None:
+            checks[family] = check
+        if check is None:
             continue
-        pairs, rows, why = found
-        verdict, reason = over_set(pairs, [(r["verdict"], r["reason"]) for r in rows], rows, why)
-        n_a, n_b = table.loc[index, "n_a"], table.loc[index, "n_b"]
-        table.loc[index, "verdict"] = verdict
-        table.loc[index, "reason"] = reason + f"; the other columns of this row are at the assumed n = {n_a:g} / {n_b:g}"
-        table.loc[index, "n_unstated"] = why
-        for key, value in ranges(rows).items():
-            table.loc[index, key] = value
-    return table
+        for index in check.index:
+            if drop_kind(table.loc[index, "reason"]) == "not run":
+                continue   # no statistic at any n; its reason says why
+            pairs, rows, why, others = row_over(check, index)
+            verdict, reason = over_set(pairs, [(r["verdict"], r["reason"]) for r in rows], rows, why, others)
+            if index in check.unstated:
+                n_a, n_b = table.loc[index, "n_a"], table.loc[index, "n_b"]
+                reason += f"; the other columns of this row are at the assumed n = {n_a:g} / {n_b:g}"
+            else:
+                reason += "; its p_adj and the other columns are at the assumed n of the family's unstated rows"
+            out.loc[index, "verdict"] = verdict
+            out.loc[index, "reason"] = reason
+            out.loc[index, "n_unstated"] = why
+            out.loc[index, "n_set_combinations"] = len(rows)
+            for key, value in ranges(rows).items():
+                out.loc[index, key] = value
+    return out

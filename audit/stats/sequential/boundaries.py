@@ -272,8 +272,27 @@ def stagewise_p(p_obs: float, fractions, bounds) -> float:
     return float(min(1.0, crossing_probabilities(c, fractions).sum()))
 
 
-def repeated_p(p_history, fractions, kind: str = "obf", sides: int = 2, final: bool = False,
+def look_level(fractions, j: int, alpha: float, kind: str = "obf", sides: int = 2, final: bool = False,
                gamma: float = HSD_GAMMA) -> float:
+    """Nominal level of look ``j`` (0-based) of the spending design at level ``alpha``: the p below
+    which that look rejects, given the looks 0..j (later looks never enter a boundary).
+
+    The one computation behind both the repeated p-value (its root in alpha) and the repeated
+    confidence interval (the same look at the design's alpha), so the two compare a look's p with
+    the very same number.
+
+    Args:
+        fractions: shape (k,), information fractions of the looks so far; j < k.
+        final: the last of ``fractions`` is the final analysis (spends all of alpha); only look
+            ``k - 1`` can be final.
+    """
+    t = np.asarray(fractions, float).reshape(-1)
+    is_final = bool(final) and j == len(t) - 1
+    return float(nominal_levels(boundaries(t[: j + 1], alpha, kind, sides, is_final, gamma)[j:], sides)[0])
+
+
+def repeated_p(p_history, fractions, kind: str = "obf", sides: int = 2, final: bool = False,
+               gamma: float = HSD_GAMMA, alpha: float | None = None) -> float:
     """Repeated p-value (Jennison & Turnbull 1989, 2000 ch. 9) after the looks so far.
 
     The smallest level alpha' at which some look j <= k would have rejected:
@@ -284,10 +303,15 @@ def repeated_p(p_history, fractions, kind: str = "obf", sides: int = 2, final: b
 
     Args:
         p_history: shape (k,), the p of each look (two-sided for sides=2, one-sided/TOST for
-            sides=1); NaN for a look without a test.
+            sides=1); NaN for a look without a test (or without new information): it does
+            not enter.
         fractions: shape (k,), information fractions of those looks.
         final: the last look is the final analysis (spends all of alpha').
         gamma: the HSD parameter when ``kind`` is ``hsd``.
+        alpha: the design's level, if the result is to be compared with it: each look's root is
+            then bracketed on the side of alpha that the comparison p_j < ``look_level(alpha)``
+            gives, so "p_rep < alpha" is exactly "some look's p is below its nominal level at
+            alpha" and never depends on the root finder's tolerance.
 
     Returns:
         p in (0, 1]; NaN when no look has a finite p.
@@ -296,10 +320,9 @@ def repeated_p(p_history, fractions, kind: str = "obf", sides: int = 2, final: b
     t = _check_fractions(fractions)
     best = math.nan
     for j in np.flatnonzero(np.isfinite(p)):
-        is_final = final and j == len(t) - 1
 
-        def gap(a, j=j, is_final=is_final):
-            return nominal_levels(boundaries(t[: j + 1], a, kind, sides, is_final, gamma)[j:], sides)[0] - p[j]
+        def gap(a, j=j):
+            return look_level(t, j, a, kind, sides, final, gamma) - p[j]
 
         hi = 1 - 1e-9
         if p[j] <= 0:
@@ -309,29 +332,55 @@ def repeated_p(p_history, fractions, kind: str = "obf", sides: int = 2, final: b
         elif gap(p[j]) >= 0:  # nominal_j(a) <= a: only a single final look has equality
             a = float(p[j])
         else:
-            a = optimize.brentq(gap, p[j], hi, xtol=1e-12, rtol=1e-6)
+            low, high = p[j], hi
+            if alpha is not None and p[j] < alpha < hi:
+                if gap(alpha) > 0:   # the look rejects at alpha: its root lies strictly below alpha
+                    high = alpha
+                else:
+                    low = alpha
+            a = optimize.brentq(gap, low, high, xtol=1e-12, rtol=1e-6)
+            if high == alpha:
+                a = min(a, float(np.nextafter(alpha, 0.0)))
         best = a if not np.isfinite(best) else min(best, a)
     return float(best)
 
 
-def repeated_ci_over_looks(diff, se, df, level_p, stop: int) -> tuple[float, float]:
+def repeated_ci_over_looks(diff, se, df, level_p, stop: int, *, p) -> tuple[float, float]:
     """The repeated confidence intervals of looks 0..stop intersected (Jennison & Turnbull 2000,
     ch. 9): they cover the true difference simultaneously with probability >= 1 - alpha, so their
-    intersection does too, and it excludes 0 exactly when some look's does, i.e. exactly when the
-    repeated p-value (the minimum over the same looks) is below alpha. The last look's interval
-    alone can straddle 0 after an earlier look crossed (a Holm step-down that rejects on an earlier
-    look's repeated p). Looks without a test (NaN) are skipped; should the intervals not overlap
-    (looks that disagree beyond the design's level), the interval at ``stop`` is returned.
+    intersection does too. The last look's interval alone can straddle 0 after an earlier look
+    crossed (a Holm step-down that rejects on an earlier look's repeated p).
 
-    Args: arrays of shape (K,) per look (``level_p``: the nominal two-sided levels); ``stop``: the
-    index of the stopping (or latest) look. Returns (low, high), NaN when no look has a test.
+    Agreement with the repeated p-value (``repeated_p`` over the same ``p``, with ``level_p``
+    from ``look_level`` at alpha), by construction:
+
+    - the looks are the same: only looks with a finite ``p`` enter. A look without a test, or
+      without new information (``interim.fractions`` sets its p to NaN; its diff and se are
+      those of the look before), contributes to neither; its interval at its own (planned)
+      nominal level would be narrower than the data warrant;
+    - each look's interval excludes 0 exactly when |diff| / se > t_df^-1(1 - level / 2), i.e.
+      when its p < its nominal level, the comparison ``repeated_p(alpha=...)`` decides by;
+    - the intersection excludes 0 exactly when some look's interval does (an interval inside
+      all of them misses 0 iff one of them does); should the intervals not overlap (looks that
+      disagree beyond the design's level; some look then excludes 0), the interval of the
+      latest look that excludes 0 is returned, never one that covers 0.
+
+    So the interval excludes 0 exactly when the repeated p is below alpha, up to the rounding of
+    Student's t tail against its quantile (relative 1e-15; no finite-precision root enters).
+
+    Args: arrays of shape (K,) per look (``level_p``: the nominal two-sided levels; ``p``: the
+    looks' two-sided p, NaN where a look does not count); ``stop``: the index of the stopping
+    (or latest) look. Returns (low, high), NaN when no look has a test.
     """
     lows, highs = repeated_ci(*(np.asarray(a, float)[: stop + 1] for a in (diff, se, df, level_p)))
-    ok = np.isfinite(lows) & np.isfinite(highs)
+    ok = np.isfinite(np.asarray(p, float)[: stop + 1]) & np.isfinite(lows) & np.isfinite(highs)
     if not ok.any():
         return math.nan, math.nan
     low, high = float(lows[ok].max()), float(highs[ok].min())
-    return (low, high) if low <= high else (float(lows[stop]), float(highs[stop]))
+    if low <= high:
+        return low, high
+    latest = np.flatnonzero(ok & ((lows > 0) | (highs < 0)))[-1]
+    return float(lows[latest]), float(highs[latest])
 
 
 def repeated_ci(diff, se, df, level_p) -> tuple:

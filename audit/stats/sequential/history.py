@@ -13,9 +13,11 @@ into two lists:
   rule) and its Holm adjustment within the family (the quantity the decisions use: rejected
   exactly when p_rep_adj < alpha), the *stage-wise ordering p-value* (defined only for a stop for
   efficacy or at the last stage), the *repeated confidence interval* at level 1 - alpha per
-  comparison (the intersection of the looks' intervals up to the stop, so that it excludes 0
-  exactly when the unadjusted repeated p is below alpha), and the seeds spent against the fixed
-  design of equal power.
+  comparison (the intersection of the intervals of the looks up to the stop that the repeated p
+  uses, at the nominal levels it compares their p with, so that it excludes 0 exactly when the
+  unadjusted repeated p is below alpha; a look without a test or without new information enters
+  neither: ``boundaries.repeated_ci_over_looks``), and the seeds spent against the fixed design of
+  equal power.
 
 Seeds against the fixed design (``design_power``, ``fixed_seeds_same_power``): analytic, at the
 observed effect. The design's power is the probability that the spending boundaries at level
@@ -52,7 +54,17 @@ FINAL_COLUMNS = [
 def _rep_p(s: dict, t: np.ndarray, design: stopping.Design, last: int) -> float:
     """Repeated p of a comparison over its looks 0..last."""
     return seq.repeated_p(s["p"][: last + 1], t[: last + 1], design.spending, 2,
-                          final=last == len(design.sizes) - 1, gamma=design.gamma)
+                          final=last == len(design.sizes) - 1, gamma=design.gamma, alpha=design.alpha)
+
+
+def _rci(s: dict, t: np.ndarray, design: stopping.Design, last: int) -> tuple[float, float]:
+    """Repeated CI of a comparison over its looks 0..last, at the nominal levels ``_rep_p``
+    compares the same looks' p with (``seq.look_level`` at alpha): it excludes 0 exactly when
+    ``_rep_p`` < alpha (``seq.repeated_ci_over_looks``)."""
+    final = last == len(design.sizes) - 1
+    levels = [seq.look_level(t[: last + 1], j, design.alpha, design.spending, 2, final, design.gamma)
+              for j in range(last + 1)]
+    return seq.repeated_ci_over_looks(s["diff"], s["se"], s["df"], levels, last, p=s["p"])
 
 
 def _holm(p: list[float]) -> list[float]:
@@ -145,7 +157,7 @@ def _final(i, row, s, t, prefix, p_adj, p_rep, design, history) -> dict:
     bounds = seq.boundaries(t, design.alpha, design.spending, 2, True, design.gamma)
     stagewise = (seq.stagewise_p(s["p"][look], t[: look + 1], bounds[: look + 1])
                  if at_stop["decision"] in ("efficacy", "max") else math.nan)
-    low, high = seq.repeated_ci_over_looks(s["diff"], s["se"], s["df"], seq.nominal_levels(bounds), look)
+    low, high = _rci(s, t, design, look)
     used = design.sizes[look]
     dpower, fixed = design_power(s["diff"][look], s["sd_a"][look], s["sd_b"][look], design)
     return dict(family=row["family"], corpus=row["corpus"], metric=row["metric"], head_a=row["head_a"],

@@ -111,6 +111,11 @@ def fractions(info: np.ndarray, design: stopping.Design, p: np.ndarray, p_tost: 
     """Information fractions of looks 1..K (observed for the looks made, planned after), with
     the p-values of a look that added no information (all its new runs failed) set to NaN.
 
+    Such a look keeps its planned fraction (its alpha is spent unused) and its diff, se and df
+    (those of the look before, shown in the history); its NaN p keeps it out of both the repeated
+    p and the repeated CI (``history._rep_p``, ``history._rci``): at its planned, larger nominal
+    level the old data's interval would be narrower than they warrant.
+
     The planned fraction of look j exceeds every observed fraction before it (observed <= planned
     and the plan increases), so the sequence stays increasing, as the boundaries need.
     """
