@@ -13,6 +13,8 @@ from audit.stats.claims import claims_table
 from audit.stats.comparisons import comparisons_table
 from audit.stats.io import Settings
 from audit.stats.resample import bootstrap_two_sample, percentile_ci
+from scipy import stats as scipy_stats
+from statsmodels.stats.multitest import multipletests
 
 FAST = Settings(bootstrap_resamples=2000)
 
@@ -38,19 +40,39 @@ def test_one_sentence_has_no_sentence_variance():
     assert out["mb_var_sentence_share"] == 0.0 and out["mb_var_seed_share"] == 1.0
 
 
-def test_identical_arms_give_zero_and_p_one():
-    # every run of both arms identical: each resample's difference is exactly 0
+def test_identical_arms_give_zero_and_an_undefined_p():
+    # every run of both arms identical: no seed variance and every sentence resample's difference
+    # exactly 0, so t = 0/0; undefined as Welch's is for two constant arms (it was p = 1 with
+    # the percentile bootstrap, which has no SE to divide by)
     run = np.random.default_rng(1).uniform(1, 30, 50)
     nll = np.tile(run, (4, 1))
     out = multiboot.multibootstrap(nll, nll.copy(), np.arange(1, 51), FAST)
-    assert (out["mb_diff"], out["mb_ci_low"], out["mb_ci_high"], out["mb_p"]) == (0.0, 0.0, 0.0, 1.0)
+    assert out["mb_diff"] == 0.0 and all(math.isnan(out[k]) for k in ("mb_ci_low", "mb_ci_high", "mb_p", "mb_df"))
     assert math.isnan(out["mb_var_seed_share"]) and "undefined: no variance" in out["mb_note"]
 
 
-def test_p_doubles_the_smaller_tail_with_plus_one():
-    assert multiboot.two_sided_p(np.full(99, 0.5)) == 2 / 100
-    assert multiboot.two_sided_p(np.r_[np.full(9, -1.0), np.full(90, 1.0)]) == pytest.approx(2 * 10 / 100)
-    assert multiboot.two_sided_p(np.zeros(10)) == 1.0
+def test_t_by_hand():
+    # seed variances 1/2 and 2/3 (per arm, ddof 1) over n = 2 and 3, sentence samples of variance
+    # 1/4 over S = 11: se^2 = 1/4 + 2/9 + 1/4, Satterthwaite df, p and the t interval by SciPy
+    ppl_a, ppl_b, sent = np.array([10.0, 11.0]), np.array([8.0, 9.0, 10.0]), np.array([-0.5, 0.5])
+    out = multiboot.seed_sentence_t(ppl_a, ppl_b, sent, 11, 0.95)
+    va, vb, vs = 0.5 / 2, 1.0 / 3, 0.25
+    se = math.sqrt(va + vb + vs)
+    df = (va + vb + vs) ** 2 / (va ** 2 / 1 + vb ** 2 / 2 + vs ** 2 / 10)
+    assert (out["diff"], out["se"], out["df"]) == pytest.approx((1.5, se, df), rel=1e-14)
+    assert out["p"] == pytest.approx(2 * scipy_stats.t.sf(1.5 / se, df), rel=1e-12)
+    assert out["ci_low"] == pytest.approx(1.5 - scipy_stats.t.ppf(0.975, df) * se, rel=1e-12)
+
+
+def test_without_sentence_variance_it_is_welch():
+    # sentence effects absent: the t test, its df and interval are Welch's on the runs' test_ppl
+    nll_a, nll_b, tokens = simulate(seed_sd=0.02, sentence_sd=0.0, n=4)
+    ppl_a, ppl_b = (np.exp(x.sum(1) / tokens.sum()) for x in (nll_a, nll_b))
+    out = multiboot.seed_sentence_t(ppl_a, ppl_b, np.zeros(50), len(tokens), 0.95)
+    res = scipy_stats.ttest_ind(ppl_a, ppl_b, equal_var=False)
+    ci = res.confidence_interval(0.95)
+    assert (out["p"], out["df"], out["ci_low"], out["ci_high"]) == pytest.approx(
+        (res.pvalue, res.df, ci.low, ci.high), rel=1e-10)
 
 
 def simulate(seed_sd, sentence_sd, n=10, sentences=400, rng=None):
@@ -82,15 +104,17 @@ def test_sentence_effect_widens_the_interval():
     assert out["mb_var_sentence_share"] > 0.9
 
 
-def test_no_sentence_effect_matches_the_seed_only_bootstrap():
+def test_no_sentence_effect_gives_the_welch_interval():
+    # was: equal to the seed-only percentile bootstrap's CI. Issue 33: that CI is narrower than
+    # Welch's by sqrt((n - 1)/n) and z < t, which made the p anti-conservative at few seeds; the
+    # interval is now Welch's t interval on the runs' test perplexities when sentences add nothing
     nll_a, nll_b, tokens = simulate(seed_sd=0.02, sentence_sd=0.0)
     settings = Settings(bootstrap_resamples=4000)
     out = multiboot.multibootstrap(nll_a, nll_b, tokens, settings)
-    low, high = seed_only_ci(nll_a, nll_b, tokens, np.random.default_rng(3))
-    width = high - low
-    # Monte Carlo error of a 2.5 % quantile from 4,000 resamples: a few per cent of the width
-    assert out["mb_ci_low"] == pytest.approx(low, abs=0.06 * width)
-    assert out["mb_ci_high"] == pytest.approx(high, abs=0.06 * width)
+    ppl_a, ppl_b = (np.exp(x.sum(1) / tokens.sum()) for x in (nll_a, nll_b))
+    ci = scipy_stats.ttest_ind(ppl_a, ppl_b, equal_var=False).confidence_interval(0.95)
+    # the sentence resamples' rounding noise (~1e-13 relative) is all that separates them
+    assert (out["mb_ci_low"], out["mb_ci_high"]) == pytest.approx((ci.low, ci.high), rel=1e-6)
     assert out["mb_var_sentence_share"] < 1e-12
 
 
@@ -126,7 +150,11 @@ def test_comparisons_table_columns(tmp_path):
     ppl = t.loc["test_ppl"]
     assert ppl["mb_diff"] == pytest.approx(ppl["diff"], rel=1e-12)   # the same runs, the same means
     assert ppl["mb_ci_low"] < ppl["mb_diff"] < ppl["mb_ci_high"] < 0 and ppl["mb_p"] < 0.05
-    assert ppl["mb_p_adj"] == ppl["mb_p"]   # the only defined multi-bootstrap p of its family
+    # one Holm family of both tests (issue 33): both rows' Welch p and test_ppl's multi-bootstrap p
+    rank = t.loc["press_rank"]
+    joint = multipletests([ppl["welch_p"], rank["welch_p"], ppl["mb_p"]], method="holm")[1]
+    assert [ppl["p_adj"], rank["p_adj"], ppl["mb_p_adj"]] == pytest.approx(joint, rel=1e-12)
+    assert (ppl["family_size"], ppl["family_note"]) == (3, "m = 3 defined tests (2 Welch, 1 multi-bootstrap) of 2 rows")
     assert ppl["mb_var_seed_share"] + ppl["mb_var_sentence_share"] == pytest.approx(1.0)
     rank = t.loc["press_rank"]
     assert math.isnan(rank["mb_ci_low"]) and rank["mb_note"] == "not computed: defined for test_ppl only"
