@@ -196,3 +196,80 @@ def test_unreadable_sentence_file(tmp_path):
     (tmp_path / "s.npz").write_text("not a zip")
     with pytest.raises(AuditError, match="s.npz: unreadable sentence file"):
         multiboot.load(tmp_path / "s.npz")
+
+
+def test_null_rejection_rate_at_three_seeds_is_within_alpha():
+    # issue 33: under H0 (two arms from one distribution, seeds dominating the variance) the
+    # percentile bootstrap's p rejected 0.18-0.22 at 3 seeds per arm; the t test must stay
+    # within alpha + 2 MC SE of a rate equal to alpha (200 sims: 0.05 + 2 * 0.0154 = 0.081)
+    from audit.bench.multiboot import rejection_rates
+
+    sims, alpha = 200, 0.05
+    bound = alpha + 2 * math.sqrt(alpha * (1 - alpha) / sims)
+    rates = rejection_rates(3, "seed", sims, resamples=300, n_sentences=100, seed=1, alpha=alpha)
+    assert rates["seed+sentence t"] <= bound
+    assert rates["percentile (old)"] > bound          # the old p fails the same check
+    assert rates["undefined"]["seed+sentence t"] == 0
+
+
+def test_bench_table_names_every_cell(capsys):
+    from audit.bench import multiboot as bench
+
+    assert bench.main(["--sims", "3", "--resamples", "100", "--sentences", "20"]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("| seed |") or line.startswith("| sentence |")]
+    assert len(rows) == 8 and out.splitlines()[0].endswith("| welch |")
+
+
+def three_arm_study(tmp_path):
+    """softmax and mos with 5 seeds, plif with 2 (below min_seeds = 3), 60 shared sentences."""
+    rng = np.random.default_rng(5)
+    tokens = rng.integers(3, 30, 60)
+    rows, nll, tok = [], {}, {}
+    for head, base, seeds in (("softmax", 5.0, 5), ("mos", 4.9, 5), ("plif", 4.7, 2)):
+        for seed in range(seeds):
+            sums = (base + rng.normal(0, 0.01) + rng.normal(0, 0.2, 60)) * tokens
+            rows.append(dict(corpus="ptb", head=head, seed=str(seed), status="ok",
+                             test_ppl=math.exp(sums.sum() / tokens.sum()), press_rank=10.0 + seed))
+            nll[("ptb", head, str(seed))], tok[("ptb", head, str(seed))] = sums, tokens
+    path = tmp_path / "sentences.npz"
+    multiboot.save(multiboot.Sentences(nll, tok), path)
+    return pd.DataFrame(rows), multiboot.load(path)
+
+
+def test_too_few_seeds_gates_the_multibootstrap_as_it_gates_welch(tmp_path):
+    # issue 33: with 2 seeds per arm the Welch row said "too few seeds" but the multi-bootstrap
+    # gave mb_p = mb_p_adj = 0.002 and entered the Holm adjustment of the other rows
+    runs, sentences = three_arm_study(tmp_path)
+    config = {"comparisons": [{"family": "f", "baseline": "softmax", "against": ["mos", "plif"],
+                               "metrics": ["test_ppl", "press_rank"]}]}
+    t = comparisons_table(runs, config, Settings(bootstrap_resamples=500, min_seeds=3), sentences=sentences)
+    t = t.set_index(["metric", "head_a"])
+    plif = t.loc[("test_ppl", "plif")]
+    assert plif["reason"].startswith("too few seeds")
+    assert all(math.isnan(plif[k]) for k in ("mb_p", "mb_p_adj", "mb_ci_low", "mb_ci_high"))
+    assert plif["mb_note"] == f"not computed: {plif['reason']}"
+    mos = t.loc[("test_ppl", "mos")]
+    # the family: mos's two Welch tests and its one multi-bootstrap; plif's rows in neither
+    assert mos["family_size"] == 3 and mos["family_note"] == (
+        "m = 3 defined tests (2 Welch, 1 multi-bootstrap) of 4 rows; dropped: 2 too few seeds")
+    joint = multipletests([mos["welch_p"], t.loc[("press_rank", "mos"), "welch_p"], mos["mb_p"]], method="holm")[1]
+    assert [mos["p_adj"], t.loc[("press_rank", "mos"), "p_adj"], mos["mb_p_adj"]] == pytest.approx(joint, rel=1e-12)
+
+
+def test_claims_family_mixing_welch_and_multibootstrap_is_one_holm_family(tmp_path):
+    # issue 33: claim-only rows judged by different tests were adjusted in two families (Welch
+    # over every row's Welch p, the multi-bootstrap over every row's mb_p); now one family of
+    # the p each claim is judged by
+    runs, sentences = three_arm_study(tmp_path)
+    runs = runs[runs["head"] != "plif"]
+    comp = {"head_a": "mos", "head_b": "softmax", "metric": "test_ppl"}
+    claims = [{"id": "w", "source": "s", "expect": "lower", "comparison": comp},
+              {"id": "m", "source": "s", "expect": "higher", "test": "multibootstrap",
+               "comparison": dict(comp, head_a="softmax", head_b="mos")}]
+    settings = Settings(bootstrap_resamples=500, min_seeds=3)
+    t = claims_table(runs, {"claims": claims}, settings, None, None, sentences=sentences).set_index("claim_id")
+    w, m = t.loc["w"], t.loc["m"]
+    assert w["p_name"].startswith("welch p") and m["p_name"].startswith("multibootstrap p")
+    assert [w["p_adj"], m["p_adj"]] == pytest.approx(multipletests([w["p"], m["p"]], method="holm")[1], rel=1e-12)
+    assert "m = 2 defined tests (Welch and multi-bootstrap) of 2 rows" in m["p_name"]
