@@ -37,8 +37,9 @@ Without one, the comparison is run here, and all such claim-only rows form one H
 ``claims``. A correlation claim uses the permutation p of the named correlation's unrestricted
 row. Verdicts: ``supported``, ``contradicted``, ``equivalent`` or ``inconclusive`` + reason.
 With ``test: multibootstrap`` a comparison claim is judged on the same row's multi-bootstrap
-(``mb_diff``, its percentile CI and ``mb_p_adj``, Holm within the same family): a claim about the
-language rather than this test set. It tests no equivalence, so it never says ``equivalent``.
+(``mb_diff``, its t interval and ``mb_p_adj``, Holm in one family with the Welch tests): a claim
+about the language rather than this test set. It tests no equivalence, so it never says
+``equivalent``. In the family ``claims`` each row enters with the test its claim names.
 
 A one-sample claim (``one_sample``) joins the Holm family ``claims`` with its one-sided p toward
 the claim (``p_adj``); its p toward the negation is Holm-adjusted in a second pass over the

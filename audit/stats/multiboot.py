@@ -1,23 +1,38 @@
 """Multi-bootstrap over seeds and test sentences (Sellam et al., MultiBERTs, ICLR 2022).
 
 A runs-table ``test_ppl`` treats a run's test perplexity as exact, so a Welch test over seeds
-speaks about this test set only. The multi-bootstrap resamples the seeds of each arm and the
-test sentences jointly, the *same* sentence indices for both arms (paired on sentences), so its
-interval speaks about the language the test set was drawn from.
+speaks about this test set only. The multi-bootstrap adds the test sentences as a second source
+of randomness, resampled with the *same* sentence indices for both arms (paired on sentences),
+so its interval speaks about the language the test set was drawn from.
 
-Statistic of one resample (seed draws ``i*`` within each arm, sentence counts ``w`` over the
-S sentences, a multinomial(S, 1/S) draw shared by both arms)::
+Statistic (``corpus_ppl``; seeds i of each arm, sentence counts ``w`` over the S sentences)::
 
     ppl(run) = exp(sum_s w_s nll[run, s] / sum_s w_s tokens[s])     # corpus-level perplexity
-    T        = mean_{i in i*_a} ppl(a_i) - mean_{i in i*_b} ppl(b_i)
+    T        = mean_i ppl(a_i) - mean_i ppl(b_i)
 
-On the unresampled data (``w = 1``, every seed once) T is the difference of mean test
-perplexities, the comparisons table's ``diff``. Reported per comparison: the percentile CI,
-the two-sided bootstrap p ``min(1, 2 (1 + min(#{T* <= 0}, #{T* >= 0})) / (R + 1))``, and the
-shares of the variance of T* from seeds and from sentences, ``V_seed / (V_seed + V_sentence)``
-where ``V_seed`` is the variance of a seed-only bootstrap (all sentences once) and
-``V_sentence`` that of a sentence-only bootstrap (every seed once); the interaction of the two
-is not attributed. Every Generator is ``default_rng(bootstrap_seed)``, fresh per row.
+On the data (``w = 1``) T is the difference of mean test perplexities, the comparisons table's
+``diff``. Test and interval (``seed_sentence_t``; H0: the expected difference of corpus
+perplexities is 0, two-sided): ``t = T / se`` with ``se^2 = s_a^2/n_a + s_b^2/n_b + V_sentence``
+(Welch's unbiased seed variance of the runs' test perplexities, plus the variance of T over R
+sentence-only resamples, every seed once, a multinomial(S, 1/S) draw shared by both arms),
+referred to t with Welch-Satterthwaite df over the three parts (n_a - 1, n_b - 1, S - 1), and
+the interval ``T +- t_df se``, which excludes 0 exactly when p < alpha. Until issue 33 the seeds
+were resampled too and p was the percentile bootstrap's (doubled smaller tail): with the seed
+bootstrap's (n - 1)/n variance and complete separation (2 runs against 2 separate with
+probability 1/3, every resample then on one side) it rejected a true H0 at 0.23 (2 seeds per
+arm), 0.18 (3), 0.10 (5 and 10) at alpha = 0.05 when seeds dominate; this one stays within
+alpha + 2 MC SE at 2-10 seeds in both regimes of ``python -m audit bench multiboot``
+(docs/statistics.md). Variance shares: ``v_seed / (v_seed + v_sentence)`` and its complement,
+the two parts of ``se^2``. A row below ``min_seeds`` per arm (the Welch row's "too few seeds" or
+"runs failed") or not run has no p, no interval and no place in a Holm family; Holm is the
+caller's, one family per label over both tests (``audit.stats.comparisons.holm_both``).
+
+Dependence: evaluation scores the test file as one stream (batch 1, the hidden state carried
+from line to line, ``audit.evaluate.run``), so a line's NLL depends on the lines before it; the
+sentence resample treats lines as independent. Lines far apart are nearly independent (an
+LSTM's memory fades within tens of tokens), so the sentence variance is taken as it is, not
+from contiguous blocks; a positive correlation between neighbouring lines would make it, and
+so the interval, somewhat too small when sentences dominate.
 
 Per-run input: ``sentences.npz`` beside ``eval.json`` (``audit.evaluate.run``), gathered by
 ``python -m audit collect --sentences-out`` into one file keyed by run (``save`` / ``load``).
