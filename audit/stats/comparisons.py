@@ -233,15 +233,19 @@ def finalize(rows: list[dict], settings: Settings) -> pd.DataFrame:
 
 
 def _verdicts(df: pd.DataFrame, settings: Settings, n_multiboot: dict | None = None) -> None:
-    # only rows with a test: a finalized table has lost ``not_run``, and the reason of a row
-    # without a test does not change with the family
-    tested = np.isfinite(df["p_adj"].astype(float)) if n_multiboot is not None else df.index == df.index
+    """Verdict, reason and family note of every row, in place; with ``n_multiboot`` (family ->
+    multi-bootstrap tests in it) only the rows with a test get a new verdict: a finalized table
+    has lost ``not_run``, and the reason of a row without a test does not change with m."""
+    tested = (np.isfinite(df["p_adj"].astype(float)) if n_multiboot is not None
+              else pd.Series(True, index=df.index))
     out = [verdict(r, settings) for r in df[tested].to_dict("records")]
-    df.loc[tested, "verdict"] = [v for v, _ in out]
-    df.loc[tested, "reason"] = [r for _, r in out]
+    blank = pd.Series("", index=df.index)
+    verdicts, reasons = df.get("verdict", blank).astype(object), df.get("reason", blank).astype(object)
+    verdicts[tested], reasons[tested] = [v for v, _ in out], [r for _, r in out]
+    df["verdict"], df["reason"] = verdicts, reasons
     counts = n_multiboot or {}
-    for fam, idx in df.groupby("family", sort=False).groups.items():
-        df.loc[idx, "family_note"] = family_note(list(df.loc[idx, "reason"]), counts.get(fam, 0))
+    df["family_note"] = [family_note(list(reasons[df["family"] == fam]), counts.get(fam, 0))
+                         for fam in df["family"]]
 
 
 def holm_both(table: pd.DataFrame, settings: Settings) -> pd.DataFrame:
