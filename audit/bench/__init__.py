@@ -9,6 +9,7 @@
 ``study``: where a study's CPU goes, the training steps' share of it (audit/bench/study.py).
 ``argmax``: seconds and tokens settled per tier of the unargmaxable-token test at PTB paper size, and the cost of
 the witness search on a paper-size MoS (audit/bench/argmax.py).
+``multiboot``: null rejection rates of the multi-bootstrap's p-value candidates and Welch (audit/bench/multiboot.py).
 ``gpu``: s/epoch, concurrent runs per GPU and projected GPU-hours of the paper configs (audit/bench/gpu.py).
 """
 
@@ -18,7 +19,7 @@ import sys
 BENCHMARKS = {"heads": "audit.bench.heads", "spectrum": "audit.bench.spectrum", "step": "audit.bench.step",
               "gpu": "audit.bench.gpu", "sequential": "audit.bench.sequential",
               "study": "audit.bench.study", "candidates": "audit.bench.candidates",
-              "argmax": "audit.bench.argmax"}
+              "argmax": "audit.bench.argmax", "multiboot": "audit.bench.multiboot"}
 
 
 def main(argv: list[str]) -> int:

@@ -37,8 +37,9 @@ Without one, the comparison is run here, and all such claim-only rows form one H
 ``claims``. A correlation claim uses the permutation p of the named correlation's unrestricted
 row. Verdicts: ``supported``, ``contradicted``, ``equivalent`` or ``inconclusive`` + reason.
 With ``test: multibootstrap`` a comparison claim is judged on the same row's multi-bootstrap
-(``mb_diff``, its percentile CI and ``mb_p_adj``, Holm within the same family): a claim about the
-language rather than this test set. It tests no equivalence, so it never says ``equivalent``.
+(``mb_diff``, its t interval and ``mb_p_adj``, Holm in one family with the Welch tests): a claim
+about the language rather than this test set. It tests no equivalence, so it never says
+``equivalent``. In the family ``claims`` each row enters with the test its claim names.
 
 A one-sample claim (``one_sample``) joins the Holm family ``claims`` with its one-sided p toward
 the claim (``p_adj``); its p toward the negation is Holm-adjusted in a second pass over the
@@ -276,8 +277,9 @@ def claims_table(runs: pd.DataFrame, config: dict, settings: Settings,
     if pending:   # claim-only comparisons: corrected together as the family "claims"
         done = multiboot.attach(finalize([p[2] for p in pending], settings), runs, sentences,
                                 settings).to_dict("records")
-    if singles:   # ... with the one-sample claims in the same Holm family
-        holm_with_one_sample(done, [s[2] for s in singles], settings)
+    if pending or singles:   # ... with the one-sample claims, each row by its claim's test, one Holm family
+        holm_with_one_sample(done, [s[2] for s in singles], settings,
+                             [claim.get("test", "welch") for _, claim, _ in pending])
     rows += [(row, claim, r, "claims (computed here)") for (row, claim, _), r in zip(pending, done)]
     rows += [one_sample_claim_row(row, claim, ev, settings) for row, claim, ev in singles]
     out = [comparison_claim_row(*r, settings) if isinstance(r, tuple) else r for r in rows]
@@ -300,10 +302,11 @@ def comparison_claim_row(row: dict, claim: dict, ev: dict, table: str, settings:
         evidence=(f"family={ev['family']}; metric={ev['metric']}; {ev['head_a']} - {ev['head_b']}; "
                   f"margin={f'{margin:g}' if np.isfinite(margin) else 'none'}"),
         n_a=ev["n_a"], n_b=ev["n_b"], n_failed_a=ev["n_failed_a"], n_failed_b=ev["n_failed_b"],
-        estimate_name=("diff of mean corpus perplexities (multibootstrap percentile CI over seeds and sentences)"
+        estimate_name=("diff of mean corpus perplexities (multibootstrap t CI over seeds and sentences)"
                        if boot else "diff = mean_a - mean_b (welch CI)"),
         estimate=ev["diff"], ci_low=ev["diff_ci_low"], ci_high=ev["diff_ci_high"], ci_level=ev["ci_level"],
-        p_name=(f"multibootstrap p, two-sided, {ev['adj_method']} within {ev['family']}" if boot else
+        p_name=(f"multibootstrap p (t, seed + sentence variance), two-sided, {ev['adj_method']} within "
+                f"{ev['family']} ({ev.get('family_note') or f'm={size}'})" if boot else
                 f"welch p, {ev['adj_method']} within {ev['family']} ({ev.get('family_note') or f'm={size}'})"),
         p=ev["mb_p"] if boot else ev["welch_p"],
         p_adj=ev["p_adj"], tost_p_adj=ev["tost_p_adj"], power=ev["power"], seeds_needed=ev["seeds_needed"],
@@ -361,22 +364,34 @@ def one_sample_evidence(claim: dict, corpus: str, runs: pd.DataFrame, settings: 
     return ev
 
 
-def holm_with_one_sample(comparison_rows: list[dict], singles: list[dict], settings: Settings) -> None:
-    """Holm over the family ``claims``: the claim-only comparisons' Welch p (where tested) and the
-    one-sample claims' p toward the claim; a second pass with the one-sample p toward the
-    negation (``p_opposite_adj``) over the same m. Updates both lists in place; a comparison row
-    that was tested gets its verdict again from the new ``p_adj``."""
-    welch = [r["welch_p"] if np.isfinite(r["p_adj"]) else math.nan for r in comparison_rows]
+def holm_with_one_sample(comparison_rows: list[dict], singles: list[dict], settings: Settings,
+                         tests: list[str] | None = None) -> None:
+    """Holm over the family ``claims``: each claim-only comparison's p by the test its claim
+    names (``tests``, default all ``welch``: the Welch p where tested, the multi-bootstrap ``mb_p``
+    where defined) and the one-sample claims' p toward the claim; a second pass with the
+    one-sample p toward the negation (``p_opposite_adj``) over the same m. Updates both lists in
+    place: ``p_adj`` of a Welch row (its verdict again from it), ``mb_p_adj`` of a multi-bootstrap
+    row."""
+    tests = tests or ["welch"] * len(comparison_rows)
+    boot = [t == "multibootstrap" for t in tests]
+    welch = [r["mb_p"] if b else (r["welch_p"] if np.isfinite(r["p_adj"]) else math.nan)
+             for r, b in zip(comparison_rows, boot)]
     tested = [not s["reason"] for s in singles]
     p_adj, size, dropped = adjust(welch + [s["p"] if ok else math.nan for s, ok in zip(singles, tested)])
     p_opp = adjust(welch + [s["p_opposite"] if ok else math.nan for s, ok in zip(singles, tested)])[0]
     reasons = [r["reason"] for r in comparison_rows] + [s["reason"] for s in singles]
     kinds = [drop_kind(r) for r in reasons]
     counts = {k: kinds.count(k) for k in dict.fromkeys(kinds) if k}
-    note = (f"m = {size} defined tests (Welch and one-sample) of {len(kinds)} rows"
+    names = [n for n, present in (("Welch", not all(boot)), ("multi-bootstrap", any(boot)),
+                                  ("one-sample", bool(singles))) if present]
+    what = (f"defined tests ({', '.join(names[:-1])} and {names[-1]})" if len(names) > 1
+            else f"defined {names[0]} tests")
+    note = (f"m = {size} {what} of {len(kinds)} rows"
             + (f"; dropped: {', '.join(f'{n} {k}' for k, n in counts.items())}" if counts else ""))
     for i, r in enumerate(comparison_rows):
-        if np.isfinite(r["p_adj"]):
+        if boot[i]:
+            r["mb_p_adj"] = float(p_adj[i])
+        elif np.isfinite(r["p_adj"]):
             r["p_adj"] = float(p_adj[i])
             r["verdict"], r["reason"] = comparison_verdict(r, settings)
         r.update(family_size=size, family_dropped=dropped, family_note=note)

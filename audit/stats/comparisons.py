@@ -189,13 +189,28 @@ def drop_kind(reason: str) -> str:
     return head if head in DROP_KINDS else ""
 
 
-def family_note(reasons) -> str:
+def family_note(reasons, n_multiboot: int = 0) -> str:
     """What a Holm family size counts: 'm = 2 defined Welch tests of 4 rows; dropped: 1 not run,
-    1 too few seeds', from the ``reason`` of every row of the family."""
+    1 too few seeds', from the ``reason`` of every row of the family; with ``n_multiboot``
+    multi-bootstrap tests in the same family, 'm = 4 defined tests (2 Welch, 2 multi-bootstrap)
+    of 2 rows'."""
     kinds = [drop_kind(r) for r in reasons]
     counts = {k: kinds.count(k) for k in DROP_KINDS if k in kinds}
-    text = f"m = {kinds.count('')} defined Welch tests of {len(kinds)} rows"
+    welch = kinds.count('')
+    text = (f"m = {welch + n_multiboot} defined tests ({welch} Welch, {n_multiboot} multi-bootstrap) "
+            f"of {len(kinds)} rows" if n_multiboot else f"m = {welch} defined Welch tests of {len(kinds)} rows")
     return text + (f"; dropped: {', '.join(f'{n} {k}' for k, n in counts.items())}" if counts else "")
+
+
+def eligible(df: pd.DataFrame, settings: Settings) -> pd.Series:
+    """Rows that may enter a Holm family: ``min_seeds`` usable runs per arm and both heads run.
+    The one gate of both tests (``multiboot.row_columns`` asks ``gated``)."""
+    return (df[["n_a", "n_b"]].min(axis=1) >= settings.min_seeds) & ~df["not_run"].astype(bool)
+
+
+def gated(row: dict, settings: Settings) -> bool:
+    """``eligible`` of one finalized row (which keeps the ``not run`` only in its reason)."""
+    return min(row["n_a"], row["n_b"]) < settings.min_seeds or drop_kind(row["reason"]) == "not run"
 
 
 def finalize(rows: list[dict], settings: Settings) -> pd.DataFrame:
@@ -203,21 +218,57 @@ def finalize(rows: list[dict], settings: Settings) -> pd.DataFrame:
     if not rows:
         return pd.DataFrame(columns=COLUMNS)
     df = pd.DataFrame(rows)
-    eligible = (df[["n_a", "n_b"]].min(axis=1) >= settings.min_seeds) & ~df["not_run"].astype(bool)
+    ok_rows = eligible(df, settings)
     df["p_adj"], df["tost_p_adj"] = np.nan, np.nan
     df["family_size"], df["family_dropped"] = 0, 0
     for fam, idx in df.groupby("family", sort=False).groups.items():
-        ok = eligible.loc[idx]
+        ok = ok_rows.loc[idx]
         p_adj, size, dropped = adjust(df.loc[idx, "welch_p"].where(ok))
         df.loc[idx, "p_adj"] = p_adj
         df.loc[idx, "family_size"], df.loc[idx, "family_dropped"] = size, dropped
         df.loc[idx, "tost_p_adj"] = adjust(df.loc[idx, "tost_p"].where(ok))[0]
     df["adj_method"] = METHOD
-    out = [verdict(r, settings) for r in df.to_dict("records")]
-    df["verdict"] = [v for v, _ in out]
-    df["reason"] = [r for _, r in out]
-    df["family_note"] = df.groupby("family", sort=False)["reason"].transform(lambda r: family_note(list(r)))
+    _verdicts(df, settings)
     return df[COLUMNS]
+
+
+def _verdicts(df: pd.DataFrame, settings: Settings, n_multiboot: dict | None = None) -> None:
+    """Verdict, reason and family note of every row, in place; with ``n_multiboot`` (family ->
+    multi-bootstrap tests in it) only the rows with a test get a new verdict: a finalized table
+    has lost ``not_run``, and the reason of a row without a test does not change with m."""
+    tested = (np.isfinite(df["p_adj"].astype(float)) if n_multiboot is not None
+              else pd.Series(True, index=df.index))
+    out = [verdict(r, settings) for r in df[tested].to_dict("records")]
+    blank = pd.Series("", index=df.index)
+    verdicts, reasons = df.get("verdict", blank).astype(object), df.get("reason", blank).astype(object)
+    verdicts[tested], reasons[tested] = [v for v, _ in out], [r for _, r in out]
+    df["verdict"], df["reason"] = verdicts, reasons
+    counts = n_multiboot or {}
+    df["family_note"] = [family_note(list(reasons[df["family"] == fam]), counts.get(fam, 0))
+                         for fam in df["family"]]
+
+
+def holm_both(table: pd.DataFrame, settings: Settings) -> pd.DataFrame:
+    """One Holm family per label over both tests: the defined ``welch_p`` and ``mb_p`` of its
+    rows (a row below ``min_seeds`` has neither), adjusted together into ``p_adj`` and
+    ``mb_p_adj``, so that any mixture of Welch and multi-bootstrap verdicts drawn from one
+    family (a claim may take either) is family-wise controlled at ``alpha``; verdicts and
+    ``family_size`` / ``family_note`` follow the joint adjustment. TOST keeps its own pass over
+    the Welch rows. Without multi-bootstrap p-values the table is returned as ``finalize``
+    made it.
+    """
+    if table.empty or not np.isfinite(table["mb_p"].astype(float)).any():
+        return table
+    df = table.copy()
+    counts = {}
+    for fam, idx in df.groupby("family", sort=False).groups.items():
+        welch = df.loc[idx, "welch_p"].where(np.isfinite(df.loc[idx, "p_adj"].astype(float)))
+        both, size, _ = adjust(np.r_[welch.to_numpy(float), df.loc[idx, "mb_p"].to_numpy(float)])
+        df.loc[idx, "p_adj"], df.loc[idx, "mb_p_adj"] = both[:len(idx)], both[len(idx):]
+        counts[fam] = int(np.isfinite(df.loc[idx, "mb_p"].astype(float)).sum())
+        df.loc[idx, "family_size"] = size
+    _verdicts(df, settings, counts)
+    return df
 
 
 def make_row(runs: pd.DataFrame, family: str, corpus: str, metric: str, head_a: str, head_b: str,
@@ -301,4 +352,4 @@ def comparisons_table(runs: pd.DataFrame, config: dict, settings: Settings,
     """
     specs = check_section("comparisons", config.get("comparisons"), source)
     rows = [r for spec in specs for r in family_rows(runs, spec, settings, source)]
-    return multiboot.attach(finalize(rows, settings), runs, sentences, settings)
+    return holm_both(multiboot.attach(finalize(rows, settings), runs, sentences, settings), settings)

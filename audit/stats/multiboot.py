@@ -1,23 +1,38 @@
 """Multi-bootstrap over seeds and test sentences (Sellam et al., MultiBERTs, ICLR 2022).
 
 A runs-table ``test_ppl`` treats a run's test perplexity as exact, so a Welch test over seeds
-speaks about this test set only. The multi-bootstrap resamples the seeds of each arm and the
-test sentences jointly, the *same* sentence indices for both arms (paired on sentences), so its
-interval speaks about the language the test set was drawn from.
+speaks about this test set only. The multi-bootstrap adds the test sentences as a second source
+of randomness, resampled with the *same* sentence indices for both arms (paired on sentences),
+so its interval speaks about the language the test set was drawn from.
 
-Statistic of one resample (seed draws ``i*`` within each arm, sentence counts ``w`` over the
-S sentences, a multinomial(S, 1/S) draw shared by both arms)::
+Statistic (``corpus_ppl``; seeds i of each arm, sentence counts ``w`` over the S sentences)::
 
     ppl(run) = exp(sum_s w_s nll[run, s] / sum_s w_s tokens[s])     # corpus-level perplexity
-    T        = mean_{i in i*_a} ppl(a_i) - mean_{i in i*_b} ppl(b_i)
+    T        = mean_i ppl(a_i) - mean_i ppl(b_i)
 
-On the unresampled data (``w = 1``, every seed once) T is the difference of mean test
-perplexities, the comparisons table's ``diff``. Reported per comparison: the percentile CI,
-the two-sided bootstrap p ``min(1, 2 (1 + min(#{T* <= 0}, #{T* >= 0})) / (R + 1))``, and the
-shares of the variance of T* from seeds and from sentences, ``V_seed / (V_seed + V_sentence)``
-where ``V_seed`` is the variance of a seed-only bootstrap (all sentences once) and
-``V_sentence`` that of a sentence-only bootstrap (every seed once); the interaction of the two
-is not attributed. Every Generator is ``default_rng(bootstrap_seed)``, fresh per row.
+On the data (``w = 1``) T is the difference of mean test perplexities, the comparisons table's
+``diff``. Test and interval (``seed_sentence_t``; H0: the expected difference of corpus
+perplexities is 0, two-sided): ``t = T / se`` with ``se^2 = s_a^2/n_a + s_b^2/n_b + V_sentence``
+(Welch's unbiased seed variance of the runs' test perplexities, plus the variance of T over R
+sentence-only resamples, every seed once, a multinomial(S, 1/S) draw shared by both arms),
+referred to t with Welch-Satterthwaite df over the three parts (n_a - 1, n_b - 1, S - 1), and
+the interval ``T +- t_df se``, which excludes 0 exactly when p < alpha. Until issue 33 the seeds
+were resampled too and p was the percentile bootstrap's (doubled smaller tail): with the seed
+bootstrap's (n - 1)/n variance and complete separation (2 runs against 2 separate with
+probability 1/3, every resample then on one side) it rejected a true H0 at 0.23 (2 seeds per
+arm), 0.18 (3), 0.10 (5 and 10) at alpha = 0.05 when seeds dominate; this one stays within
+alpha + 2 MC SE at 2-10 seeds in both regimes of ``python -m audit bench multiboot``
+(docs/statistics.md). Variance shares: ``v_seed / (v_seed + v_sentence)`` and its complement,
+the two parts of ``se^2``. A row below ``min_seeds`` per arm (the Welch row's "too few seeds" or
+"runs failed") or not run has no p, no interval and no place in a Holm family; Holm is the
+caller's, one family per label over both tests (``audit.stats.comparisons.holm_both``).
+
+Dependence: evaluation scores the test file as one stream (batch 1, the hidden state carried
+from line to line, ``audit.evaluate.run``), so a line's NLL depends on the lines before it; the
+sentence resample treats lines as independent. Lines far apart are nearly independent (an
+LSTM's memory fades within tens of tokens), so the sentence variance is taken as it is, not
+from contiguous blocks; a positive correlation between neighbouring lines would make it, and
+so the interval, somewhat too small when sentences dominate.
 
 Per-run input: ``sentences.npz`` beside ``eval.json`` (``audit.evaluate.run``), gathered by
 ``python -m audit collect --sentences-out`` into one file keyed by run (``save`` / ``load``).
@@ -31,16 +46,16 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from audit.errors import AuditError
 from audit.files import atomic_write
 from audit.stats.io import Settings
-from audit.stats.multiplicity import adjust
-from audit.stats.resample import chunk_sizes, percentile_ci
+from audit.stats.resample import chunk_sizes
 
 METRIC = "test_ppl"   # the one runs-table metric the per-sentence sums reproduce
 COLUMNS = ["mb_diff", "mb_ci_low", "mb_ci_high", "mb_p", "mb_p_adj", "mb_var_seed_share",
-           "mb_var_sentence_share", "mb_resamples", "mb_sentences", "mb_note"]
+           "mb_var_sentence_share", "mb_resamples", "mb_sentences", "mb_note", "mb_se", "mb_df"]
 
 
 @dataclass(frozen=True)
@@ -135,11 +150,45 @@ def resample(nll_a: np.ndarray, nll_b: np.ndarray, tokens: np.ndarray, n_resampl
     return np.concatenate(out) if out else np.empty(0)
 
 
-def two_sided_p(samples: np.ndarray) -> float:
-    """Bootstrap p of H0: T = 0, two-sided by doubling the smaller tail, +1 corrected:
-    ``min(1, 2 (1 + min(#{T* <= 0}, #{T* >= 0})) / (R + 1))``; never 0."""
-    below, above = int(np.sum(samples <= 0)), int(np.sum(samples >= 0))
-    return min(1.0, 2 * (1 + min(below, above)) / (len(samples) + 1))
+def seed_sentence_t(ppl_a: np.ndarray, ppl_b: np.ndarray, sentence_samples: np.ndarray,
+                    n_sentences: int, level: float) -> dict:
+    """Two-sided t test and interval of T from its seed and sentence variance components.
+
+    H0: E[T] = 0 (no difference of expected corpus perplexity), H1: E[T] != 0, two-sided.
+
+    Args:
+        ppl_a: shape (n_a,) corpus perplexity of each run of arm a on the whole test set;
+            ppl_b: shape (n_b,). sentence_samples: shape (R,), T on sentence-only resamples
+            (every seed once). n_sentences: S. level: confidence level of the interval.
+
+    Returns:
+        dict ``diff, se, df, p, ci_low, ci_high, v_seed, v_sentence``: ``v_seed`` = s_a^2/n_a +
+        s_b^2/n_b (Welch's unbiased variance of the difference of means: the seed bootstrap's
+        is smaller by (n - 1)/n, and at 2-3 seeds that alone made its p far too small),
+        ``v_sentence`` the variance of ``sentence_samples``, se = sqrt(v_seed + v_sentence), df
+        by Welch-Satterthwaite over the three components (n_a - 1, n_b - 1, S - 1 degrees of
+        freedom): Welch's df when sentences add nothing, near S - 1 when they dominate.
+        ``p = 2 P(t_df > |diff| / se)``, the interval ``diff +- t_df(1 - (1 - level)/2) se``,
+        so it excludes 0 exactly when p < 1 - level. p, df and interval are NaN when
+        undefined: an arm with fewer than 2 runs, or se = 0.
+    """
+    n_a, n_b = len(ppl_a), len(ppl_b)
+    diff = float(np.mean(ppl_a) - np.mean(ppl_b))
+    v_sent = _var(sentence_samples)
+    out = dict(diff=diff, se=math.nan, df=math.nan, p=math.nan, ci_low=math.nan, ci_high=math.nan,
+               v_seed=math.nan, v_sentence=v_sent)
+    if n_a < 2 or n_b < 2:
+        return out
+    parts = np.array([_var(ppl_a, 1) / n_a, _var(ppl_b, 1) / n_b, v_sent])
+    dfs = np.array([n_a - 1, n_b - 1, max(n_sentences - 1, 1)], float)
+    total = float(parts.sum())
+    out["v_seed"] = float(parts[0] + parts[1])
+    if total <= 0:
+        return out
+    se, df = math.sqrt(total), total ** 2 / float(np.sum(parts ** 2 / dfs))
+    half = float(stats.t.ppf(0.5 + level / 2, df)) * se
+    return dict(out, se=se, df=df, p=float(2 * stats.t.sf(abs(diff) / se, df)),
+                ci_low=diff - half, ci_high=diff + half)
 
 
 def multibootstrap(nll_a: np.ndarray, nll_b: np.ndarray, tokens: np.ndarray,
@@ -152,34 +201,36 @@ def multibootstrap(nll_a: np.ndarray, nll_b: np.ndarray, tokens: np.ndarray,
         settings: ``alpha`` (CI at 1 - alpha), ``bootstrap_resamples`` R, ``bootstrap_seed``.
 
     Returns:
-        dict: ``mb_diff`` (T on the data), ``mb_ci_low/high`` (percentile), ``mb_p`` (H0: the
-        expected difference of corpus perplexities is 0, two-sided), the variance shares,
-        ``mb_resamples``, ``mb_sentences`` and ``mb_note`` (what was resampled).
+        dict: ``mb_diff`` (T on the data), ``mb_ci_low/high`` and ``mb_p`` (``seed_sentence_t``;
+        H0: the expected difference of corpus perplexities is 0, two-sided), ``mb_se``,
+        ``mb_df``, the variance shares, ``mb_resamples``, ``mb_sentences`` and ``mb_note``
+        (what was resampled, or why p is undefined).
     """
     nll_a, nll_b = np.asarray(nll_a, float), np.asarray(nll_b, float)
     tokens = np.asarray(tokens, float)
-    R = settings.bootstrap_resamples
-    ones = np.ones((1, len(tokens)))
-    diff = float(corpus_ppl(nll_a, tokens, ones).mean() - corpus_ppl(nll_b, tokens, ones).mean())
-    joint = resample(nll_a, nll_b, tokens, R, np.random.default_rng(settings.bootstrap_seed))
-    low, high = percentile_ci(joint, 1 - settings.alpha)
-    v_seed = _var(resample(nll_a, nll_b, tokens, R, np.random.default_rng(settings.bootstrap_seed),
-                           sentences=False))
-    v_sent = _var(resample(nll_a, nll_b, tokens, R, np.random.default_rng(settings.bootstrap_seed),
-                           seeds=False))
-    total = v_seed + v_sent
-    return dict(mb_diff=diff, mb_ci_low=low, mb_ci_high=high, mb_p=two_sided_p(joint),
-                mb_var_seed_share=v_seed / total if total > 0 else math.nan,
-                mb_var_sentence_share=v_sent / total if total > 0 else math.nan,
-                mb_resamples=R, mb_sentences=len(tokens),
-                mb_note=(f"seeds within arms and {len(tokens)} test sentences resampled jointly, "
-                         f"paired on sentences; percentile CI; p two-sided, doubled smaller tail, +1"
-                         + ("" if total > 0 else "; variance shares undefined: no variance")))
+    R, S = settings.bootstrap_resamples, len(tokens)
+    ones = np.ones((1, S))
+    sent = resample(nll_a, nll_b, tokens, R, np.random.default_rng(settings.bootstrap_seed), seeds=False)
+    t = seed_sentence_t(corpus_ppl(nll_a, tokens, ones)[0], corpus_ppl(nll_b, tokens, ones)[0], sent, S,
+                        1 - settings.alpha)
+    total = t["v_seed"] + t["v_sentence"]
+    share = np.isfinite(total) and total > 0
+    note = (f"t test: diff / sqrt(seed variance s_a^2/n_a + s_b^2/n_b + sentence variance from {R} "
+            f"sentence resamples of {S} test sentences, paired), Welch-Satterthwaite df; two-sided; "
+            f"lines scored as one stream, resampled as independent")
+    if not np.isfinite(t["p"]):
+        note += ("; undefined: an arm has fewer than 2 runs" if not np.isfinite(t["v_seed"]) else
+                 "; undefined: no variance (every run and every sentence resample gives the same T)")
+    return dict(mb_diff=t["diff"], mb_ci_low=t["ci_low"], mb_ci_high=t["ci_high"], mb_p=t["p"],
+                mb_p_adj=math.nan, mb_se=t["se"], mb_df=t["df"],
+                mb_var_seed_share=t["v_seed"] / total if share else math.nan,
+                mb_var_sentence_share=t["v_sentence"] / total if share else math.nan,
+                mb_resamples=R, mb_sentences=S, mb_note=note)
 
 
-def _var(samples: np.ndarray) -> float:
-    # exactly 0 for constant resamples (np.var leaves rounding noise such as 1e-31 there)
-    return 0.0 if np.ptp(samples) == 0 else float(np.var(samples))
+def _var(samples: np.ndarray, ddof: int = 0) -> float:
+    # exactly 0 for constant values (np.var leaves rounding noise such as 1e-31 there)
+    return 0.0 if np.ptp(samples) == 0 else float(np.var(samples, ddof=ddof))
 
 
 def _missing(reason: str) -> dict:
@@ -208,6 +259,9 @@ def row_columns(runs: pd.DataFrame, sentences: Sentences | None, row: dict, sett
     reason in ``mb_note`` when it cannot be computed."""
     if row["metric"] != METRIC:
         return _missing(f"defined for {METRIC} only")
+    from audit.stats.comparisons import gated   # here: comparisons imports this module
+    if gated(row, settings):   # the Welch row's gate: no p, no CI, no place in a Holm family
+        return _missing(row["reason"])
     if sentences is None:
         return _missing("no per-sentence test NLL (sentences.npz) was given")
     # arm_matrix gives (nll, tokens), or (None, why)
@@ -224,10 +278,8 @@ def row_columns(runs: pd.DataFrame, sentences: Sentences | None, row: dict, sett
 
 def attach(table: pd.DataFrame, runs: pd.DataFrame, sentences: Sentences | None,
            settings: Settings) -> pd.DataFrame:
-    """A finalized comparisons table with ``COLUMNS`` appended; ``mb_p_adj`` is Holm over the
-    defined ``mb_p`` of each family (the Welch family's labels)."""
+    """A finalized comparisons table with ``COLUMNS`` appended, ``mb_p_adj`` NaN: the Holm
+    adjustment is the caller's, in one family with the Welch tests
+    (``audit.stats.comparisons.holm_both``; the claims family ``claims``: ``holm_with_one_sample``)."""
     cols = [row_columns(runs, sentences, r, settings) for r in table.to_dict("records")]
-    extra = pd.DataFrame(cols, columns=COLUMNS, index=table.index)
-    for _, idx in table.groupby("family", sort=False).groups.items():
-        extra.loc[idx, "mb_p_adj"] = adjust(extra.loc[idx, "mb_p"].astype(float))[0]
-    return pd.concat([table, extra], axis=1)
+    return pd.concat([table, pd.DataFrame(cols, columns=COLUMNS, index=table.index)], axis=1)
