@@ -15,7 +15,8 @@ number):
   (``audit.evaluate.argmax_search``): a certified lower bound on its argmaxable tokens,
   ``unargmaxable`` None. A body with no box leaves the test unmeasured (except MoC's).
 - ``hidden_gap_fields``: the hidden size read from the double-centred log-P spectrum
-  (``audit.evaluate.hidden_gap``), with its positive control on the softmax heads (d_hat == d).
+  (``audit.evaluate.hidden_gap``), with its positive control on the softmax heads: the estimate
+  is the rank the body implies and the spectrum ends there (``hidden_gap.control``).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from audit.evaluate import argmax, argmax_search, hidden_gap
 from audit.model.heads.mixtures import MoC
 
 ARGMAX_COLUMNS = ["token", "word", "status", "train_count"]
-# heads whose double-centred log-P has rank exactly d (the positive control of hidden_gap_ok)
+# heads whose double-centred log-P has the rank the body implies (the control of hidden_gap_ok)
 SOFTMAX_HEADS = ("softmax", "softmax_matched")
 
 
@@ -103,21 +104,29 @@ def _table(unargmaxable: np.ndarray, unresolved: np.ndarray, vocab: list[str], c
                          "train_count": counts[tokens]})[ARGMAX_COLUMNS]
 
 
-def hidden_gap_fields(sv: np.ndarray, head_name: str, d: int, control: bool = True) -> dict:
+def hidden_gap_fields(sv: np.ndarray, head_name: str, d: int, body_rank: int | None) -> dict:
     """eval.json fields of the hidden-size estimate from the double-centred log-P spectrum.
 
     Args:
         sv: singular values of the double-centred log-P rows, descending.
         head_name: the run's head type (``settings["head"]``).
         d: the output embedding size (columns of W).
-        control: whether d_hat == d is expected of a softmax head on this body (the AWD-LSTM's
-            outputs span d dimensions; a Transformer's final LayerNorm removes one, so its
-            softmax reads d - 1 here and the control does not apply).
+        body_rank: the body's ``output_rank`` (d for the AWD-LSTM, d - 1 under the
+            Transformer's final LayerNorm); None: the body states none, and no control applies.
 
     Returns:
-        ``hidden_gap_dim``, ``hidden_gap_ratio`` (inf: the drop to unresolved values) and
-        ``hidden_gap_ok``: d_hat == d on the softmax heads, None on the others (no known rank).
+        ``hidden_gap_dim``, ``hidden_gap_ratio`` (inf: the drop to unresolved values); on the
+        softmax heads with a known body rank, ``hidden_gap_expected`` = min(body_rank, d) (the
+        rank of their double-centred log-P), ``hidden_gap_miss`` = |dim - expected|,
+        ``hidden_gap_residual`` = s_{expected+1} / s_1 and ``hidden_gap_ok``
+        (``hidden_gap.control``); None on the others (no known rank).
     """
     dim, ratio = hidden_gap.largest_gap(sv)
-    return {"hidden_gap_dim": dim, "hidden_gap_ratio": ratio,
-            "hidden_gap_ok": (dim == d) if control and head_name in SOFTMAX_HEADS else None}
+    out = {"hidden_gap_dim": dim, "hidden_gap_ratio": ratio, "hidden_gap_expected": None,
+           "hidden_gap_miss": None, "hidden_gap_residual": None, "hidden_gap_ok": None}
+    if body_rank is not None and head_name in SOFTMAX_HEADS:
+        expected = min(int(body_rank), int(d))
+        ok, residual = hidden_gap.control(sv, expected)
+        out.update(hidden_gap_expected=expected, hidden_gap_miss=abs(dim - expected),
+                   hidden_gap_residual=residual, hidden_gap_ok=ok)
+    return out
