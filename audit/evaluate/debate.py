@@ -14,6 +14,10 @@ number):
   ablation, Mixtape, an outside head without an exact test) gets the witness search
   (``audit.evaluate.argmax_search``): a certified lower bound on its argmaxable tokens,
   ``unargmaxable`` None. A body with no box leaves the test unmeasured (except MoC's).
+  The exact heads are tested a second time over the authors' box, [-100, 100]^d
+  (``argmax.AUTHORS_BOX``, Grivas et al. 2022's setting, on which their claim is judged):
+  ``unargmaxable_box100``, ``argmax_unresolved_box100``, ``argmax_seconds_box100``; the witness
+  search, whose heads the authors did not test, runs over the body's box alone.
 - ``hidden_gap_fields``: the hidden size read from the double-centred log-P spectrum
   (``audit.evaluate.hidden_gap``), with its positive control on the softmax heads: the estimate
   is the rank the body implies and the spectrum ends there (``hidden_gap.control``).
@@ -64,7 +68,8 @@ def argmax_fields(head, train_ids: torch.Tensor, vocab: list[str], options: dict
 
     Returns:
         (fields, table): fields ``ArgmaxResult.summary()`` or ``SearchResult.summary()`` plus
-        ``argmax_box`` (``Box.describe``), or ``unargmaxable`` None with ``argmax_note``; table
+        ``argmax_box`` (``Box.describe``) and, for the exact heads, ``authors_box_fields``; or
+        ``unargmaxable`` None with ``argmax_note``; table
         ``ARGMAX_COLUMNS``, one row per token proved unargmaxable or left unresolved, with its
         count in the training split.
     """
@@ -81,7 +86,7 @@ def argmax_fields(head, train_ids: torch.Tensor, vocab: list[str], options: dict
             layer_box = argmax.Box.of(layer_box, W.shape[1])
             result = argmax.check(W, b, box=layer_box, seed=options["seed"], patience=options["patience"],
                                   lp_budget=options["lp_budget"])
-            return ({**result.summary(), "argmax_box": layer_box.describe()},
+            return ({**result.summary(), "argmax_box": layer_box.describe(), **authors_box_fields(W, b, options)},
                     _table(result.unargmaxable, result.unresolved, vocab, counts))
     elif box is not None:
         if d_in is None:
@@ -94,6 +99,18 @@ def argmax_fields(head, train_ids: torch.Tensor, vocab: list[str], options: dict
     note = "not measured: the body states no box for the head's inputs (output_box None)"
     return ({"unargmaxable": None, "argmax_unresolved": None, "argmax_note": note},
             pd.DataFrame(columns=ARGMAX_COLUMNS))
+
+
+def authors_box_fields(W: np.ndarray, b: np.ndarray | None, options: dict) -> dict:
+    """eval.json fields of the exact test over the authors' box [-100, 100]^d (Grivas et al.
+    2022; ``argmax.AUTHORS_BOX``), with the same seed, patience and LP budget as the body's box:
+    ``unargmaxable_box100`` (proved), ``argmax_unresolved_box100`` (past the LP budget: neither
+    argmaxable nor unargmaxable) and ``argmax_seconds_box100`` (CPU seconds, all tiers)."""
+    result = argmax.check(W, b, box=argmax.AUTHORS_BOX, seed=options["seed"], patience=options["patience"],
+                          lp_budget=options["lp_budget"])
+    return {"unargmaxable_box100": int(result.unargmaxable.size),
+            "argmax_unresolved_box100": int(result.unresolved.size),
+            "argmax_seconds_box100": float(sum(result.seconds.values()))}
 
 
 def _table(unargmaxable: np.ndarray, unresolved: np.ndarray, vocab: list[str], counts: np.ndarray) -> pd.DataFrame:
