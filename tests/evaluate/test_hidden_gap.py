@@ -62,18 +62,18 @@ def centred_sv(A):
 
 @pytest.mark.parametrize("d, seed", [(5, 0), (12, 1)])
 def test_the_control_fails_when_the_log_p_is_perturbed(d, seed):
-    """Issue 33: d_hat == d could fail only on numerical breakdown. A log-P perturbed by 1e-4
+    """Issue 33: d_hat == d could fail only on numerical breakdown. A log-P perturbed by 1e-3
     keeps its largest gap at d (the estimate still reads d) but is no longer rank d: the
     control, which also asks the spectrum to end at d, fails; the exact rows pass it."""
     from audit.evaluate import debate
-    clean, noisy = (centred_sv(softmax_log_p(400, 150, d, noise, seed)) for noise in (0.0, 1e-4))
+    clean, noisy = (centred_sv(softmax_log_p(400, 150, d, noise, seed)) for noise in (0.0, 1e-3))
     for sv in (clean, noisy):
         assert hidden_gap.largest_gap(sv)[0] == d
     fields = debate.hidden_gap_fields(clean, "softmax", d, d)
     assert fields["hidden_gap_ok"] is True and fields["hidden_gap_residual"] <= hidden_gap.RESIDUAL_TOL
     fields = debate.hidden_gap_fields(noisy, "softmax", d, d)
     assert fields["hidden_gap_ok"] is False and fields["hidden_gap_dim"] == d and fields["hidden_gap_miss"] == 0
-    assert fields["hidden_gap_residual"] == pytest.approx(noisy[d] / noisy[0]) and fields["hidden_gap_residual"] > 5e-6
+    assert fields["hidden_gap_residual"] == pytest.approx(noisy[d] / noisy[0]) and fields["hidden_gap_residual"] > 5e-5
     # and the estimate against a rank the body does not imply fails too: d + 1 expected, d read
     assert debate.hidden_gap_fields(clean, "softmax", d + 1, d + 1)["hidden_gap_ok"] is False
     # no control on a head without a known rank, nor on a body that states none
