@@ -31,9 +31,11 @@ EXTRA_COLUMNS = [  # present when the head has an element-wise transform f of th
     "f_logits_entropy_rank", "jacobian_fraction_below", "contexts", "epochs_run", "best_epoch",
     "vocab_size", "emb_size", "tokens_trained", "asgd_epoch", "valid_gain_last",
     # the measurements since 2021 (audit/evaluate/debate.py); empty where a head has none
-    "unargmaxable", "argmax_argmaxable", "argmax_unresolved", "argmax_seconds", "argmax_note", "gradient_share",
+    "unargmaxable", "argmax_argmaxable", "argmax_unresolved", "argmax_seconds", "argmax_note",
+    # ... the same exact test over Grivas et al.'s box [-100, 100]^d (the body's box above)
+    "unargmaxable_box100", "argmax_unresolved_box100", "argmax_seconds_box100", "gradient_share",
     "gradient_norm_share", "gradient_share_tokens", "gradient_share_note", "hidden_gap_dim",
-    "hidden_gap_ratio", "hidden_gap_ok",
+    "hidden_gap_ratio", "hidden_gap_expected", "hidden_gap_miss", "hidden_gap_residual", "hidden_gap_ok",
 ]
 PAIR_COLUMNS = ["corpus", "head", "seed", "benchmark", "word1", "word2", "gold", "cosine"]
 

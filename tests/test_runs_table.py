@@ -74,7 +74,9 @@ def test_the_measurements_since_2021_become_columns(tmp_path):
     result = json.loads((run / "eval.json").read_text())
     result.update(unargmaxable=0, argmax_unresolved=3, argmax_seconds=1.5, gradient_share=0.25,
                   gradient_norm_share=0.5, gradient_share_tokens=100, hidden_gap_dim=400,
-                  hidden_gap_ratio=float("inf"), hidden_gap_ok=True)
+                  hidden_gap_ratio=float("inf"), hidden_gap_ok=True, unargmaxable_box100=0,
+                  argmax_unresolved_box100=1, argmax_seconds_box100=0.5, hidden_gap_expected=400,
+                  hidden_gap_miss=0, hidden_gap_residual=2e-7)
     (run / "eval.json").write_text(json.dumps(result))
     mos = _run(tmp_path, "mos", 1)
     result = json.loads((mos / "eval.json").read_text())
@@ -86,6 +88,11 @@ def test_the_measurements_since_2021_become_columns(tmp_path):
     assert runs.loc["softmax", "unargmaxable"] == 0 and runs.loc["softmax", "argmax_unresolved"] == 3
     assert runs.loc["softmax", "hidden_gap_dim"] == 400 and runs.loc["softmax", "hidden_gap_ok"] == True  # noqa: E712
     assert runs.loc["softmax", "hidden_gap_ratio"] == float("inf")
+    # the authors' box (Grivas et al. 2022) beside the body's, and the hidden-gap control's parts
+    assert runs.loc["softmax", "unargmaxable_box100"] == 0 and runs.loc["softmax", "argmax_unresolved_box100"] == 1
+    assert runs.loc["softmax", "argmax_seconds_box100"] == 0.5 and runs.loc["softmax", "hidden_gap_expected"] == 400
+    assert runs.loc["softmax", "hidden_gap_miss"] == 0 and runs.loc["softmax", "hidden_gap_residual"] == 2e-7
+    assert pd.isna(runs.loc["mos", "unargmaxable_box100"])
     assert pd.isna(runs.loc["mos", "unargmaxable"]) and runs.loc["mos", "argmax_note"].startswith("lower bound")
     assert runs.loc["mos", "argmax_argmaxable"] == 7 and runs.loc["mos", "argmax_unresolved"] == 93
     assert pd.isna(runs.loc["softmax", "argmax_argmaxable"])     # not in this softmax's eval.json

@@ -112,17 +112,20 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--search-sample", type=int, default=100, help="random tokens the timed search runs on")
     parser.add_argument("--search-planted", type=int, default=50, help="witness search: planted unargmaxable tokens")
     parser.add_argument("--no-search", action="store_true", help="the exact tiers only")
+    parser.add_argument("--box", type=float, default=1.0,
+                        help="half-width a of the input box [-a, a]^d (1: the AWD-LSTM's; 100: Grivas et al.'s, "
+                             "the evaluation's second pass over the exact heads)")
     args = parser.parse_args(argv)
     if args.search_steps is None:
         args.search_steps = check_section("evaluate", {}, "evaluate options")["argmax"]["search_steps"]
     W, b, planted = layer(args.vocab, args.dim, args.scale, args.planted, args.seed)
     wall = time.perf_counter()
-    result = argmax.check(W, b, lp_budget=None)
+    result = argmax.check(W, b, box=args.box, lp_budget=None)
     wall = time.perf_counter() - wall
     settled = {"witness": result.witness, "dominated": result.dominated, "braid": result.braid,
                "lp": result.lp_argmaxable + result.lp_unargmaxable}
     print(f"V = {args.vocab}, d = {args.dim}, W ~ N(0, {args.scale}^2), b = log Zipf(1), "
-          f"{args.planted} planted unargmaxable tokens, box [-1, 1]^d")
+          f"{args.planted} planted unargmaxable tokens, box [-{args.box:g}, {args.box:g}]^d")
     print("| tier | tokens settled | CPU seconds |\n|---|---|---|")
     for tier, n in settled.items():
         print(f"| {tier} | {n} | {result.seconds[tier]:.1f} |")

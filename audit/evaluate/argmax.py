@@ -59,6 +59,11 @@ from scipy.optimize import linprog
 from audit.errors import AuditError
 
 BOX_BY_BODY = {"awd_lstm": 1.0}   # half-width of the input box: tanh-bounded LSTM output
+# the authors' box: Grivas et al. 2022 ran their LP with x in [-100, 100]^d whatever the model
+# (debate-since-2021.md, section 1). A larger box can only make more tokens argmaxable, so a
+# count over the body's box (far smaller: [-1, 1]^d for the AWD-LSTM) is not theirs; their claim
+# is judged on this box (``unargmaxable_box100``), the body's count shown beside it as ours
+AUTHORS_BOX = 100.0
 MARGIN = 1e-9                     # a witness must beat every other logit by more than this
 LP_TOL = 1e-7                     # r* above this: argmaxable (HiGHS tolerances are set to 1e-9)
 SCALES = (1.0, 10.0, 100.0)       # x = clip(m + s w_c): s = 100 reaches the corner of w_c's signs

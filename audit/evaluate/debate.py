@@ -14,8 +14,13 @@ number):
   ablation, Mixtape, an outside head without an exact test) gets the witness search
   (``audit.evaluate.argmax_search``): a certified lower bound on its argmaxable tokens,
   ``unargmaxable`` None. A body with no box leaves the test unmeasured (except MoC's).
+  The exact heads are tested a second time over the authors' box, [-100, 100]^d
+  (``argmax.AUTHORS_BOX``, Grivas et al. 2022's setting, on which their claim is judged):
+  ``unargmaxable_box100``, ``argmax_unresolved_box100``, ``argmax_seconds_box100``; the witness
+  search, whose heads the authors did not test, runs over the body's box alone.
 - ``hidden_gap_fields``: the hidden size read from the double-centred log-P spectrum
-  (``audit.evaluate.hidden_gap``), with its positive control on the softmax heads (d_hat == d).
+  (``audit.evaluate.hidden_gap``), with its positive control on the softmax heads: the estimate
+  is the rank the body implies and the spectrum ends there (``hidden_gap.control``).
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from audit.evaluate import argmax, argmax_search, hidden_gap
 from audit.model.heads.mixtures import MoC
 
 ARGMAX_COLUMNS = ["token", "word", "status", "train_count"]
-# heads whose double-centred log-P has rank exactly d (the positive control of hidden_gap_ok)
+# heads whose double-centred log-P has the rank the body implies (the control of hidden_gap_ok)
 SOFTMAX_HEADS = ("softmax", "softmax_matched")
 
 
@@ -63,7 +68,8 @@ def argmax_fields(head, train_ids: torch.Tensor, vocab: list[str], options: dict
 
     Returns:
         (fields, table): fields ``ArgmaxResult.summary()`` or ``SearchResult.summary()`` plus
-        ``argmax_box`` (``Box.describe``), or ``unargmaxable`` None with ``argmax_note``; table
+        ``argmax_box`` (``Box.describe``) and, for the exact heads, ``authors_box_fields``; or
+        ``unargmaxable`` None with ``argmax_note``; table
         ``ARGMAX_COLUMNS``, one row per token proved unargmaxable or left unresolved, with its
         count in the training split.
     """
@@ -80,7 +86,7 @@ def argmax_fields(head, train_ids: torch.Tensor, vocab: list[str], options: dict
             layer_box = argmax.Box.of(layer_box, W.shape[1])
             result = argmax.check(W, b, box=layer_box, seed=options["seed"], patience=options["patience"],
                                   lp_budget=options["lp_budget"])
-            return ({**result.summary(), "argmax_box": layer_box.describe()},
+            return ({**result.summary(), "argmax_box": layer_box.describe(), **authors_box_fields(W, b, options)},
                     _table(result.unargmaxable, result.unresolved, vocab, counts))
     elif box is not None:
         if d_in is None:
@@ -95,6 +101,18 @@ def argmax_fields(head, train_ids: torch.Tensor, vocab: list[str], options: dict
             pd.DataFrame(columns=ARGMAX_COLUMNS))
 
 
+def authors_box_fields(W: np.ndarray, b: np.ndarray | None, options: dict) -> dict:
+    """eval.json fields of the exact test over the authors' box [-100, 100]^d (Grivas et al.
+    2022; ``argmax.AUTHORS_BOX``), with the same seed, patience and LP budget as the body's box:
+    ``unargmaxable_box100`` (proved), ``argmax_unresolved_box100`` (past the LP budget: neither
+    argmaxable nor unargmaxable) and ``argmax_seconds_box100`` (CPU seconds, all tiers)."""
+    result = argmax.check(W, b, box=argmax.AUTHORS_BOX, seed=options["seed"], patience=options["patience"],
+                          lp_budget=options["lp_budget"])
+    return {"unargmaxable_box100": int(result.unargmaxable.size),
+            "argmax_unresolved_box100": int(result.unresolved.size),
+            "argmax_seconds_box100": float(sum(result.seconds.values()))}
+
+
 def _table(unargmaxable: np.ndarray, unresolved: np.ndarray, vocab: list[str], counts: np.ndarray) -> pd.DataFrame:
     """``ARGMAX_COLUMNS`` rows: the unargmaxable tokens, then the unresolved ones."""
     tokens = np.concatenate([unargmaxable, unresolved]).astype(np.int64)
@@ -103,21 +121,29 @@ def _table(unargmaxable: np.ndarray, unresolved: np.ndarray, vocab: list[str], c
                          "train_count": counts[tokens]})[ARGMAX_COLUMNS]
 
 
-def hidden_gap_fields(sv: np.ndarray, head_name: str, d: int, control: bool = True) -> dict:
+def hidden_gap_fields(sv: np.ndarray, head_name: str, d: int, body_rank: int | None) -> dict:
     """eval.json fields of the hidden-size estimate from the double-centred log-P spectrum.
 
     Args:
         sv: singular values of the double-centred log-P rows, descending.
         head_name: the run's head type (``settings["head"]``).
         d: the output embedding size (columns of W).
-        control: whether d_hat == d is expected of a softmax head on this body (the AWD-LSTM's
-            outputs span d dimensions; a Transformer's final LayerNorm removes one, so its
-            softmax reads d - 1 here and the control does not apply).
+        body_rank: the body's ``output_rank`` (d for the AWD-LSTM, d - 1 under the
+            Transformer's final LayerNorm); None: the body states none, and no control applies.
 
     Returns:
-        ``hidden_gap_dim``, ``hidden_gap_ratio`` (inf: the drop to unresolved values) and
-        ``hidden_gap_ok``: d_hat == d on the softmax heads, None on the others (no known rank).
+        ``hidden_gap_dim``, ``hidden_gap_ratio`` (inf: the drop to unresolved values); on the
+        softmax heads with a known body rank, ``hidden_gap_expected`` = min(body_rank, d) (the
+        rank of their double-centred log-P), ``hidden_gap_miss`` = |dim - expected|,
+        ``hidden_gap_residual`` = s_{expected+1} / s_1 and ``hidden_gap_ok``
+        (``hidden_gap.control``); None on the others (no known rank).
     """
     dim, ratio = hidden_gap.largest_gap(sv)
-    return {"hidden_gap_dim": dim, "hidden_gap_ratio": ratio,
-            "hidden_gap_ok": (dim == d) if control and head_name in SOFTMAX_HEADS else None}
+    out = {"hidden_gap_dim": dim, "hidden_gap_ratio": ratio, "hidden_gap_expected": None,
+           "hidden_gap_miss": None, "hidden_gap_residual": None, "hidden_gap_ok": None}
+    if body_rank is not None and head_name in SOFTMAX_HEADS:
+        expected = min(int(body_rank), int(d))
+        ok, residual = hidden_gap.control(sv, expected)
+        out.update(hidden_gap_expected=expected, hidden_gap_miss=abs(dim - expected),
+                   hidden_gap_residual=residual, hidden_gap_ok=ok)
+    return out

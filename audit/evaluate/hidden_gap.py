@@ -7,9 +7,18 @@ column constant and the normaliser a row constant, so rank(B) <= d. The estimate
     d_hat = argmax_i  s_i / s_{i+1}      (s descending, i = 1, 2, ...),
 
 the number of singular values above the largest ratio of consecutive ones (Carlini et al.,
-Algorithm 1). It has no rank tolerance, so on a softmax head d_hat == d checks the tolerances of
-the other ranks (a positive control), and on the other heads it is a second rank estimate beside
-the Press rank. Values below ``FLOOR`` x s_1, where the float64 Gram behind the streamed spectrum
+Algorithm 1). On the other heads it is a second rank estimate beside the Press rank.
+
+On a softmax head it is also a positive control (``control``), one that can fail: the rank the
+body implies, r (d for the AWD-LSTM, whose outputs span d dimensions; d - 1 for the
+Transformer, whose final LayerNorm outputs gamma z + beta with z summing to zero, beta W^T + b
+a column constant that the centring removes: ``output_rank`` of ``audit.model.bodies``), must be
+the estimate *and* the spectrum must end there: s_{r+1} <= ``RESIDUAL_TOL`` x s_1. The estimate
+alone could not fail on a rank <= r matrix but for numerical breakdown (its largest gap is s_r
+over the floor), and it still reads r when the rows are not rank r at all (a log-P perturbed by
+1e-3 keeps its largest gap at r: tests/evaluate/test_hidden_gap.py); the residual catches that.
+
+Values below ``FLOOR`` x s_1, where the float64 Gram behind the streamed spectrum
 (``audit.evaluate.spectrum``) stops resolving them, count as ``FLOOR`` x s_1 when the ratios are
 compared; a winning gap into such a value is reported as infinite.
 """
@@ -24,6 +33,11 @@ import torch
 from audit.errors import AuditError
 
 FLOOR = 1e-7   # relative; the float64 Gram resolves about sqrt(eps64) ~ 1.5e-8 of s_1
+# s_{r+1} / s_1 above this: the log-P rows are not rank r. float32 rows leave 1e-7 .. 2e-7 after
+# the d values of a trained d = 64 softmax (largest_gap's comment) and 1.8e-6 after those of the
+# sharpened d = 8, V = 10,000 softmax of tests/evaluate/test_run.py (300 contexts): 5x below
+# this; a perturbation of 1e-3 of the log-probs leaves about 1e-4 (tests/evaluate/test_hidden_gap.py)
+RESIDUAL_TOL = 1e-5
 
 
 def largest_gap(sv, centred: bool = True) -> tuple[int, float]:
@@ -49,6 +63,24 @@ def largest_gap(sv, centred: bool = True) -> tuple[int, float]:
     ratios = clamped[:-1] / clamped[1:]
     i = int(np.argmax(ratios))
     return i + 1, float("inf") if sv[i + 1] < floor else float(ratios[i])
+
+
+def control(sv, rank: int) -> tuple[bool, float]:
+    """(ok, residual): the positive control of a head whose double-centred log-P has rank
+    ``rank`` by construction (module docstring). ok when ``largest_gap`` reads ``rank`` and the
+    residual s_{rank+1} / s_1 is at most ``RESIDUAL_TOL``; residual 0.0 when the spectrum has no
+    value past ``rank``.
+
+    Args:
+        sv: singular values of the double-centred m x n matrix (its structural last zero included).
+        rank: the rank the body implies (>= 1).
+    """
+    if rank < 1:
+        raise AuditError(f"hidden gap: the expected rank must be >= 1, got {rank}")
+    dim, _ = largest_gap(sv)
+    sv = np.sort(np.asarray(sv, dtype=np.float64))[::-1][:-1]     # the structural zero left out
+    residual = float(sv[rank] / sv[0]) if sv.size > rank else 0.0
+    return dim == rank and residual <= RESIDUAL_TOL, residual
 
 
 class ColumnMean:

@@ -198,7 +198,7 @@ def evaluate_run(run_dir: str | os.PathLike, corpus_path: str, wordsim_dir: str,
                                                                          column_mean.mean()))
             arrays["log_p_centred_sv"] = centred.sv
             result.update(debate.hidden_gap_fields(centred.sv, settings["head"], model.cfg.emb_size,
-                                                   control=(settings["model"].get("body") or "awd_lstm") == "awd_lstm"))
+                                                   getattr(model.body, "output_rank", None)))
         fields, argmax_table = debate.argmax_fields(
             model.head, corpus.train[: (settings.get("max_tokens") or {}).get("train") or None], vocab, options["argmax"],
             box=getattr(model.body, "output_box", None), d_in=model.body.d_out)

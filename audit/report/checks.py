@@ -134,10 +134,14 @@ def failed_hidden_gap(ok: pd.DataFrame) -> list[dict]:
     for run in ok.itertuples():
         flag = getattr(run, "hidden_gap_ok")
         if str(flag).lower() in ("false", "0", "0.0"):   # CSV: a bool column with blanks reads as text
-            d = getattr(run, "emb_size", None)
+            d = getattr(run, "hidden_gap_expected", None)
+            d = getattr(run, "emb_size", None) if d is None or pd.isna(d) else int(d)   # runs before issue 33: d
+            residual = getattr(run, "hidden_gap_residual", None)
+            tail = "" if residual is None or pd.isna(residual) else f", spectrum past it s_(r+1)/s_1 = {float(residual):.2g}"
             rows.append(_row("hidden_gap", f"hidden size read from the double-centred log-P = "
-                             f"{getattr(run, 'hidden_gap_dim')}, not d = {d if pd.notna(d) else '?'}: the positive "
-                             "control of a softmax run failed, its ranks are suspect", run.corpus, run.head, run.seed,
+                             f"{getattr(run, 'hidden_gap_dim')}, the body's rank r = {d if pd.notna(d) else '?'}"
+                             f"{tail}: the positive control of a softmax run failed (the estimate must be r and "
+                             "the spectrum end there), its ranks are suspect", run.corpus, run.head, run.seed,
                              metric="hidden_gap_dim"))
     return rows
 

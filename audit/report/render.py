@@ -250,6 +250,7 @@ def study_kind(present: dict) -> str:
 
 
 VERDICT_LABELS = {"not_informative": "not informative: models below the unigram baseline"}
+VERDICT_LABELS["not_informative_at_scale"] = "not informative at this scale"   # audit.stats.claims.SCALE_VERDICT
 
 
 def verdict_text(verdict) -> str:
@@ -307,7 +308,7 @@ def render(runs_path: str, config_path: str, table_paths: list[str], figure_path
     claims = records(tables.get("claims"))
     for claim in claims:
         claim["anchor"] = evidence_anchor(claim)
-    tested = [c for c in claims if not str(c.get("reason") or "").startswith("not run")]
+    tested = [c for c in claims if not str(c.get("reason") or "").startswith(("not run", "untestable"))]
     warnings = records(tables.get("warnings"))
     rho = tables.get("wordsim_rho")
     published = {  # the papers' own numbers (audit/stats/published/evidence.py): never mixed with the runs

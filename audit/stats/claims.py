@@ -29,7 +29,16 @@ Claims come from the study config's ``claims:`` and from the file named by its
       # one_sample: {head: softmax, metric: gradient_norm_share, bound: 0.05, test: t}
       #             # test: binomial counts the runs whose value is above `threshold` (default 0)
       #             # and tests their rate against the bound (a rate in (0, 1))
+      #             # unresolved: a column of tokens left undecided (argmax_unresolved_box100): the
+      #             #   verdict must hold with them counted either way (metric, metric + unresolved)
+      #             # scale_floor: random_direction -- the share kept by a (d+1)-dimensional
+      #             #   subspace of a random direction in R^V, sqrt((d+1)/V) (emb_size, vocab_size):
+      #             #   at or above the bound, the verdict follows from geometry alone
       # expect: below | above
+      # ... or a claim this audit cannot test, with why (listed with the claims not tested):
+      # untestable: the runs keep their best validation epoch, so a late rise is cut away
+      # ours: "the bound 0.5 is ours: ..."   # any kind: the bound or threshold this audit chose,
+      #                                      # and why; the page marks it "ours"
 
 A comparison claim uses the matching row of the comparisons table (same corpus, metric and
 heads in either order, same margin when the claim gives one; Holm-corrected in that family).
@@ -68,8 +77,9 @@ COLUMNS = [
     "evidence_table", "evidence", "n_a", "n_b", "n_failed_a", "n_failed_b", "estimate_name",
     "estimate", "ci_low", "ci_high", "ci_level", "p_name", "p", "p_adj", "tost_p_adj",
     "p_opposite_adj", "power",
-    "seeds_needed", "alpha", "bootstrap_seed", "bootstrap_resamples",
+    "seeds_needed", "alpha", "bootstrap_seed", "bootstrap_resamples", "ours",
 ]
+SCALE_VERDICT = "not_informative_at_scale"   # the verdict would follow from geometry alone
 
 
 def judge_comparison(expect: str, row: dict, settings: Settings) -> tuple[str, str]:
@@ -245,9 +255,13 @@ def claims_table(runs: pd.DataFrame, config: dict, settings: Settings,
     pending, singles, rows = [], [], []
     for claim in claims:
         base = dict(claim_id=claim["id"], source=claim["source"], statement=claim["statement"],
-                    expect=claim["expect"], alpha=settings.alpha)
+                    expect=claim.get("expect", ""), alpha=settings.alpha, ours=claim.get("ours", ""))
         for corpus in [str(c) for c in claim.get("corpora") or all_corpora]:
             row = dict(base, corpus=corpus)
+            if "untestable" in claim:
+                rows.append(dict(row, kind="untestable", verdict="inconclusive", evidence_table="",
+                                 reason=f"untestable: {claim['untestable']}"))
+                continue
             if "comparison" in claim:
                 row.update(kind="comparison")
                 resolved = resolve(claim, runs, corpus)
@@ -340,17 +354,26 @@ def _correlation_row(row: dict, claim: dict, corpus: str, correlations: pd.DataF
 
 def one_sample_evidence(claim: dict, corpus: str, runs: pd.DataFrame, settings: Settings) -> dict:
     """The statistics of a one-sample claim on one corpus, before Holm (``audit.stats.one_sample``),
-    with ``reason``: why it has no test ('' when it has one: it then enters the family)."""
+    with ``reason``: why it has no test ('' when it has one: it then enters the family); with the
+    spec's ``unresolved``, both accountings of the undecided tokens (``_either_way``); with its
+    ``scale_floor``, ``floor`` (the largest over the runs) for ``judge_one_sample``."""
     spec = claim["one_sample"]
     head, metric, test = str(spec["head"]), spec["metric"], spec.get("test", "t")
     ev = dict(head=head, metric=metric, test=test, bound=float(spec["bound"]),
               threshold=float(spec.get("threshold", 0.0)), n=0, n_failed=0, n_missing=0, reason="")
-    if metric not in runs.columns:   # a runs table from before the metric was measured, or a typo
+    extra = spec.get("unresolved")
+    absent = next((c for c in (metric, extra) if c and c not in runs.columns), None)
+    if absent:   # a runs table from before the metric was measured, or a typo
         ev.update(one_sample.one_sample(np.array([]), ev["bound"], claim["expect"], test, ev["threshold"], settings.alpha))
-        return dict(ev, reason=absent_later(runs, metric) or f"not run: the runs table has no column {metric!r}")
+        return dict(ev, reason=absent_later(runs, absent) or f"not run: the runs table has no column {absent!r}")
     sample = arm(runs, corpus, head, metric)
+    if extra:
+        sample = arm(_with_unresolved(runs, metric, extra), corpus, head, metric)
     ev.update(one_sample.one_sample(sample.values, ev["bound"], claim["expect"], test, ev["threshold"], settings.alpha),
               n_failed=sample.n_failed, n_missing=sample.n_missing)
+    if extra and len(sample.values):
+        ev = _either_way(ev, arm(_with_unresolved(runs, metric, extra, counted=True), corpus, head, metric),
+                         claim["expect"], settings)
     n, need = len(sample.values), settings.min_seeds
     if not sample.present:
         ev["reason"] = f"not run: no runs of {head} in corpus {corpus!r}"
@@ -361,7 +384,42 @@ def one_sample_evidence(claim: dict, corpus: str, runs: pd.DataFrame, settings: 
         ev["reason"] = f"{kind}: n={n} < min_seeds={need}" + (f"; {', '.join(lost)}" if lost else "")
     elif ev["undefined"]:
         ev["reason"] = ev["undefined"]
+    if spec.get("scale_floor") and sample.present:
+        ev["floor"] = scale_floor(runs, corpus, head)
     return ev
+
+
+def _with_unresolved(runs: pd.DataFrame, metric: str, extra: str, counted: bool = False) -> pd.DataFrame:
+    """``runs`` whose ``metric`` is NaN where ``extra`` (the undecided tokens) is, and, when
+    ``counted``, ``metric + extra``: a run whose undecided count is unknown is no evidence."""
+    out = runs.copy()
+    value, undecided = (pd.to_numeric(out[c], errors="coerce") for c in (metric, extra))
+    out[metric] = value.where(undecided.notna()) + (undecided if counted else 0.0)
+    return out
+
+
+def _either_way(ev: dict, counted, expect: str, settings: Settings) -> dict:
+    """The one-sample evidence with the undecided tokens counted as argmaxable (``ev``) and as
+    not (the test on ``counted``): p and p_opposite the larger of the two, so that Holm passes a
+    side only where both accountings pass it; ``k_counted`` the count of the second."""
+    other = one_sample.one_sample(counted.values, ev["bound"], expect, ev["test"], ev["threshold"], settings.alpha)
+    both = [ev["p"], other["p"]], [ev["p_opposite"], other["p_opposite"]]
+    worst = [max(v) if all(np.isfinite(v)) else math.nan for v in both]
+    return dict(ev, p=worst[0], p_opposite=worst[1], k_counted=other.get("k", math.nan),
+                stat_counted=other.get("stat", math.nan), undefined=ev["undefined"] or other["undefined"])
+
+
+def scale_floor(runs: pd.DataFrame, corpus: str, head: str) -> float:
+    """sqrt((d + 1) / V), the norm share of a random direction in R^V kept by a (d + 1)-dimensional
+    subspace (col([W, 1]): E ||P g||^2 / ||g||^2 = (d + 1) / V), largest over the arm's ok runs
+    (``emb_size``, ``vocab_size``); NaN when no run records both."""
+    rows = runs[(runs["corpus"] == corpus) & (runs["head"] == head) & (runs["status"] == "ok")]
+    if not {"emb_size", "vocab_size"} <= set(rows.columns):
+        return math.nan
+    d, V = (pd.to_numeric(rows[c], errors="coerce").to_numpy(dtype=float) for c in ("emb_size", "vocab_size"))
+    floors = np.sqrt((d + 1) / V)
+    floors = floors[np.isfinite(floors)]
+    return float(floors.max()) if floors.size else math.nan
 
 
 def holm_with_one_sample(comparison_rows: list[dict], singles: list[dict], settings: Settings,
@@ -406,12 +464,26 @@ def judge_one_sample(expect: str, ev: dict, settings: Settings) -> tuple[str, st
     alpha = settings.alpha
     what = (f"rate of runs with {ev['metric']} > {ev['threshold']:g} = {ev['k']:.0f}/{ev['n']}"
             if ev["test"] == "binomial" else f"mean {ev['metric']} = {ev['stat']:.4g} (n={ev['n']})")
+    if "k_counted" in ev:
+        what += (f" ({ev['k_counted']:.0f}/{ev['n']} with the unresolved tokens counted unargmaxable)"
+                 if ev["test"] == "binomial" else f" ({ev['stat_counted']:.4g} with the unresolved tokens counted)")
+    floor = ev.get("floor", math.nan)
+    if "floor" in ev and not (np.isfinite(floor) and floor < ev["bound"]):
+        return SCALE_VERDICT, (f"not informative at this scale: a random direction keeps sqrt((d+1)/V) = "
+                               f"{floor:.3g} of its norm, at or above the bound {ev['bound']:g}, so the verdict "
+                               f"would follow from geometry alone ({what}; p_adj={ev['p_adj']:.3g}, toward the "
+                               f"negation {ev['p_opposite_adj']:.3g})" if np.isfinite(floor) else
+                               "not informative at this scale: no run records emb_size and vocab_size, so the "
+                               "random-direction floor sqrt((d+1)/V) is unknown")
     side = "below" if expect == "below" else "above"
     other = "above" if side == "below" else "below"
+    both = " (both accountings)" if "k_counted" in ev else ""
+    if "floor" in ev:
+        what += f"; random-direction floor sqrt((d+1)/V) = {floor:.3g} < the bound"
     if ev["p_adj"] < alpha:
-        return "supported", f"{what} {side} {ev['bound']:g}: one-sided p_adj={ev['p_adj']:.3g} < {alpha:g}"
+        return "supported", f"{what} {side} {ev['bound']:g}{both}: one-sided p_adj={ev['p_adj']:.3g} < {alpha:g}"
     if ev["p_opposite_adj"] < alpha:
-        return "contradicted", (f"{what} {other} {ev['bound']:g}: one-sided p_adj toward the negation = "
+        return "contradicted", (f"{what} {other} {ev['bound']:g}{both}: one-sided p_adj toward the negation = "
                                 f"{ev['p_opposite_adj']:.3g} < {alpha:g}")
     return "inconclusive", (f"{what}: neither side of {ev['bound']:g} shown (p_adj={ev['p_adj']:.3g}, "
                             f"toward the negation {ev['p_opposite_adj']:.3g})")

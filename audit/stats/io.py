@@ -129,7 +129,10 @@ def numeric_column(values: pd.Series, name: str, col: str) -> pd.Series:
 # runs-table columns measured since issue 24 (the debate since 2021): a runs table made before
 # has none of them, and a comparison or claim on one says "not run" there instead of failing
 MEASURED_LATER = ("unargmaxable", "argmax_argmaxable", "argmax_unresolved", "gradient_share", "gradient_norm_share",
-                  "hidden_gap_dim", "hidden_gap_ratio", "hidden_gap_ok")
+                  "hidden_gap_dim", "hidden_gap_ratio", "hidden_gap_ok",
+                  # issue 33: the authors' box and the hidden-gap control's parts
+                  "unargmaxable_box100", "argmax_unresolved_box100", "hidden_gap_expected", "hidden_gap_miss",
+                  "hidden_gap_residual")
 
 
 def absent_later(runs: pd.DataFrame, metric: str) -> str:

@@ -71,3 +71,22 @@ def test_a_body_without_a_box_leaves_the_test_unmeasured(name):
     fields, table = debate.argmax_fields(h, TRAIN, VOCAB, OPTIONS, box=None, d_in=3)
     assert fields["unargmaxable"] is None and fields["argmax_note"].startswith("not measured: the body states no box")
     assert table.empty
+
+
+def test_the_exact_heads_are_also_tested_in_the_authors_box():
+    """Issue 33: Grivas et al. 2022 counted over [-100, 100]^d; the body's [-1, 1]^d makes tokens
+    unargmaxable far more easily. The authors' count is checked against one plain LP per token
+    (no tiers), and it is smaller here: a box holding the body's can only free tokens."""
+    h = head("softmax")
+    fields, _ = debate.argmax_fields(h, TRAIN, VOCAB, OPTIONS, box=1.0, d_in=3)
+    W, b = (t.detach().double().numpy() for t in h.output_layer())
+    by_lp = sum(argmax.chebyshev_lp(W, b, c, 100.0) <= argmax.LP_TOL for c in range(30))
+    body = sum(argmax.chebyshev_lp(W, b, c, 1.0) <= argmax.LP_TOL for c in range(30))
+    assert fields["unargmaxable_box100"] == by_lp and fields["unargmaxable"] == body
+    assert by_lp < body and fields["argmax_unresolved_box100"] == 0 and fields["argmax_seconds_box100"] > 0
+    # a budget of 0 LPs leaves the authors' box's survivors unresolved, never argmaxable
+    tight = debate.argmax_fields(h, TRAIN, VOCAB, {**OPTIONS, "lp_budget": 0}, box=1.0, d_in=3)[0]
+    assert tight["unargmaxable_box100"] + tight["argmax_unresolved_box100"] >= by_lp
+    # the witness search's heads get no authors' box (their count is not the authors' test)
+    mos = debate.argmax_fields(head("mos", d=3, d_in=4, experts=2, dropoutl=0.0), TRAIN, VOCAB, OPTIONS, box=1.0, d_in=4)[0]
+    assert "unargmaxable_box100" not in mos

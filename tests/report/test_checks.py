@@ -117,4 +117,9 @@ def test_a_softmax_run_failing_the_hidden_size_control_is_flagged():
     warnings = find_warnings(runs, {"stats": {"min_seeds": 2}})
     flagged = warnings[warnings["kind"] == "hidden_gap"]
     assert list(zip(flagged["head"], flagged["seed"])) == [("softmax", "2")]
-    assert "= 63, not d = 64" in flagged["detail"].iloc[0]
+    assert "= 63, the body's rank r = 64" in flagged["detail"].iloc[0]
+    # issue 33: a run whose estimate is r but whose spectrum goes on past it is flagged with both
+    runs["hidden_gap_expected"], runs["hidden_gap_residual"] = [64, 64, np.nan], [2e-7, 3e-4, np.nan]
+    runs.loc[1, "hidden_gap_dim"] = 64
+    detail = find_warnings(runs, {"stats": {"min_seeds": 2}}).query("kind == 'hidden_gap'")["detail"].iloc[0]
+    assert "= 64, the body's rank r = 64, spectrum past it s_(r+1)/s_1 = 0.0003" in detail

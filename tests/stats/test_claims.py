@@ -126,7 +126,7 @@ def test_claim_validation():
     # errors worded by configs/schema.yaml: one line naming the source and the key
     with pytest.raises(AuditError, match=r"^config: config key claims\[0\]\.expect: 'better' is not one of \['lower'"):
         run_claims(runs, {"claims": [claim("c", "plif", "softmax", "better")]})
-    with pytest.raises(AuditError, match=r"^config: config key claims\[1\]: give exactly one of 'comparison', 'correlation' or 'one_sample'$"):
+    with pytest.raises(AuditError, match=r"^config: config key claims\[1\]: give exactly one of 'comparison', 'correlation', 'one_sample' or 'untestable'$"):
         run_claims(runs, {"claims": [claim("ok", "plif", "softmax", "lower"), {"id": "c", "source": "s", "expect": "lower"}]})
     with pytest.raises(AuditError, match=r"^config: config key claims\[0\]: 'source' is a required property$"):
         run_claims(runs, {"claims": [{"id": "c", "comparison": {}}]})
@@ -270,7 +270,7 @@ def test_one_sample_claim_on_an_arm_below_unigram_is_not_informative():
 def test_claims_file_one_sample_claims_validate_and_published_record_lists_them():
     from audit.stats.published.evidence import published_tables
     config = load_config(ROOT / "configs" / "published.yaml")
-    kinds = {c["id"]: next(k for k in ("comparison", "correlation", "one_sample") if k in c) for c in config["claims"]}
+    kinds = {c["id"]: next(k for k in ("comparison", "correlation", "one_sample", "untestable") if k in c) for c in config["claims"]}
     assert kinds["softmax-rarely-unargmaxable"] == kinds["softmax-passes-small-gradient-share"] == "one_sample"
     tables = published_tables(config, FAST)
     assert not {"softmax-rarely-unargmaxable", "softmax-passes-small-gradient-share"} & set(tables["published_claims"]["claim_id"])

@@ -13,7 +13,10 @@ from outside the project, "pkg.mod:Class" (docs/bodies.md). The body protocol
 
 Optional (``BodyDefaults``): ``init_embedding(weight)``, ``output_box`` (a box that holds every
 feature vector the body can output at evaluation, for ``audit.evaluate.argmax``: a half-width a
-for [-a, a]^d_out, or a pair (lo, hi) of per-coordinate bounds; None when the body states none)
+for [-a, a]^d_out, or a pair (lo, hi) of per-coordinate bounds; None when the body states none),
+``output_rank`` (the dimension of the affine span of the features, up to a constant shift: d_out
+when they fill it, less under a final normalisation; the rank the hidden-gap control of a
+softmax head expects, ``audit.evaluate.hidden_gap.control``; None when the body states none)
 and ``name``. Parameters
 are counted with the model's (``audit.model.params``), the shared embedding once.
 """
@@ -49,6 +52,7 @@ class BodyDefaults:
     """The optional members of the body protocol for a class that lacks them."""
 
     output_box = None
+    output_rank = None
 
     def init_embedding(self, weight: torch.Tensor) -> None:
         nn.init.uniform_(weight, -0.1, 0.1)

@@ -62,6 +62,11 @@ class AWDLSTMBody(nn.Module):
     name = "awd_lstm"
     output_box = 1.0  # the last layer's output o * tanh(c) lies in [-1, 1]^d' (audit.evaluate.argmax)
 
+    @property
+    def output_rank(self) -> int:
+        """The outputs o * tanh(c) span all d' dimensions (no constraint ties the coordinates)."""
+        return self.d_out
+
     def __init__(self, cfg, embedding: nn.Embedding):
         super().__init__()
         self.cfg = cfg

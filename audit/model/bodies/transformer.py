@@ -111,6 +111,13 @@ class TransformerBody(nn.Module):
         reach = np.abs(gamma) * math.sqrt(self.d_out - 1)
         return beta - reach, beta + reach
 
+    @property
+    def output_rank(self) -> int:
+        """d - 1: the final LayerNorm's y = gamma z + beta has z summing to zero, so y - beta lies
+        in a (d - 1)-dimensional subspace (beta's own share, W beta + b, is one constant vector
+        of logits, which the hidden gap's column centring removes)."""
+        return self.d_out - 1
+
     def init_embedding(self, weight: torch.Tensor) -> None:
         nn.init.normal_(weight, 0.0, 0.02)
 

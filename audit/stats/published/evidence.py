@@ -210,7 +210,7 @@ def claims_table(pub: pd.DataFrame, config: dict, comparisons: pd.DataFrame, set
     rows = []
     for claim in config.get("claims") or []:
         base = dict(claim_id=claim["id"], source=claim["source"], statement=claim.get("statement", ""),
-                    expect=claim["expect"], alpha=settings.alpha)
+                    expect=claim.get("expect", ""), alpha=settings.alpha)
         for corpus in [str(c) for c in claim.get("corpora") or sorted(set(pub["corpus"]) - {""})]:
             row = dict(base, corpus=corpus)
             if "comparison" in claim:
@@ -308,7 +308,8 @@ def untestable_table(pub: pd.DataFrame, config: dict, judged: pd.DataFrame) -> p
         if cid not in judged_ids and cid not in listed:
             rows.append(dict(claim_id=cid, source=claim["source"], statement=claim.get("statement", ""), paper="",
                              table="", set="", kind="none", n_basis="", numbers="",
-                             reason="no published numbers for these heads"))
+                             reason=f"untestable: {claim['untestable']}" if "untestable" in claim
+                             else "no published numbers for these heads"))
     return pd.DataFrame(rows, columns=UNTESTABLE_COLUMNS)
 
 
