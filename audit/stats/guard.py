@@ -210,3 +210,14 @@ def guard_correlations(table: pd.DataFrame, runs: pd.DataFrame, baselines: pd.Da
             note = row["note"] if isinstance(row["note"], str) and row["note"] else ""
             out.at[i, "note"] = why + (f"; {note}" if note else "")
     return out
+
+
+def guard_history(table: pd.DataFrame, runs: pd.DataFrame, baselines: pd.DataFrame | None,
+                  max_failed_share: float = MAX_FAILED_SHARE) -> pd.DataFrame:
+    """The sequential history (``audit.stats.sequential.history.history_table``) with a column
+    ``guard``: the guard's reason for every row whose heads include an arm that is not informative
+    ('' otherwise). The design's own ``decision`` is kept: it is what the schedule did, not a
+    verdict the page may stand behind."""
+    arms = flagged(runs, baselines, max_failed_share)
+    return table.assign(guard=[why_not(r["corpus"], (r["head_a"], r["head_b"]), arms)
+                               for r in table.to_dict("records")])
