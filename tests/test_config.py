@@ -145,7 +145,7 @@ def test_stats_sections_get_the_schema_defaults():
         claims=[{"id": "k", "source": "s", "expect": "nonzero", "correlation": {"name": "c"}}]))
     assert config["stats"] == {"min_seeds": 5, "alpha": 0.05, "bootstrap_resamples": 10000,
                                "bootstrap_seed": 12345, "power_target": 0.8,
-                               "converged_gain": 0.01} == schema_defaults("stats")
+                               "converged_gain": 0.01, "max_failed_share": 0.2} == schema_defaults("stats")
     assert config["comparisons"][0]["family_by"] == [] and config["correlations"][0]["windows"] == []
     assert config["claims"][0]["statement"] == ""
     assert config["claims"][0]["correlation"] == {"name": "c", "level": "runs", "method": "pearson"}

@@ -123,31 +123,39 @@ def cross_scale(src: Sources):
     """The verdict matrix (audit.report.scales): published, this study, each further runs table."""
     from audit.evaluate.baselines import load_baselines
     from audit.report.scales import PUBLISHED_SCALE, cross_scale_table, runs_scale
-    from audit.stats.io import load_runs
+    from audit.stats.io import Settings, load_runs
 
     baselines = load_baselines(src.path("baselines")) if src.path("baselines") else None
+    share = Settings.from_config(src.yaml("stats_config").get("stats"), str(src.path("stats_config"))).max_failed_share
     sources = [("published", src.csv("published_claims"), PUBLISHED_SCALE, "pub-claim-")]
     if src.path("runs"):  # a study of the published record alone trains nothing
-        sources.append(("this study", src.csv("claims"), runs_scale(src.runs(), baselines), "claim-"))
+        sources.append(("this study", src.csv("claims"), runs_scale(src.runs(), baselines, share), "claim-"))
     further = src.csv("evidence_claims")
     for entry in src.yaml("stats_config").get("evidence") or []:
         claims = further[further["evidence_source"] == entry["name"]] if further is not None else None
-        scale = runs_scale(load_runs(entry["runs"]), baselines)
+        scale = runs_scale(load_runs(entry["runs"]), baselines, share)
         text = f"{entry['description']}: {scale}" if entry.get("description") else scale
         sources.append((entry["name"], claims, text, ""))
     return cross_scale_table(sources)
 
 
 def sequential(src: Sources):
-    """The group-sequential history (audit.stats.sequential.history.history_table) of the decisions file."""
+    """The group-sequential history (audit.stats.sequential.history.history_table) of the decisions
+    file, each row with the guard's reason where an arm of it is not informative (audit.stats.guard)."""
     import json
 
+    from audit.evaluate.baselines import load_baselines
+    from audit.stats.guard import guard_history
+    from audit.stats.io import Settings
     from audit.stats.sequential.history import history_table
 
     path = src.path("sequential")
     if not path or not Path(path).is_file():
         raise AuditError(f"the sequential decisions file was not found: {path}")
-    return history_table(json.loads(Path(path).read_text()))
+    baselines = load_baselines(src.path("baselines")) if src.path("baselines") else None
+    settings = Settings.from_config(src.yaml("stats_config").get("stats"), str(src.path("stats_config")))
+    return guard_history(history_table(json.loads(Path(path).read_text())), src.runs(), baselines,
+                         settings.max_failed_share)
 
 
 def grid(src: Sources):

@@ -6,7 +6,9 @@ mean_b`` with its 95% Welch interval (``diff_ci_low``, ``diff_ci_high``) and, wh
 the multi-bootstrap's ``mb_ci_low`` / ``mb_ci_high`` (seeds and test sentences resampled
 together), that interval too, drawn thinner below it. The equivalence margin ``[-m, +m]`` is the
 shaded band behind each row; a filled marker means Holm-adjusted ``p_adj < alpha`` (the row's
-``alpha``, default 0.05), a hollow one that the family-wise test does not reject. Metrics differ
+``alpha``, default 0.05), a hollow one that the family-wise test does not reject, and a grey cross
+a row the guard (``audit.stats.guard``) labelled ``not_informative``, whatever its p: its label
+on the y axis ends in "not informative" and its reason is in the comparisons table. Metrics differ
 in scale, so each (family, metric) is its own panel with its own x axis.
 """
 
@@ -22,6 +24,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 REQUIRED = ("family", "metric", "head_a", "head_b", "diff", "diff_ci_low", "diff_ci_high", "p_adj")
+NOT_INFORMATIVE = "not_informative"   # audit.stats.guard.VERDICT (not imported: the stats stack is heavier)
 
 
 def _float(value) -> float:
@@ -29,6 +32,14 @@ def _float(value) -> float:
         return float(value)
     except (TypeError, ValueError):
         return math.nan
+
+
+def mark(row: dict) -> str:
+    """What a row's marker says: ``not_informative`` (the guard's verdict, drawn whatever p_adj
+    is), else ``significant`` or ``not_significant`` (``significant``)."""
+    if str(row.get("verdict")) == NOT_INFORMATIVE:
+        return NOT_INFORMATIVE
+    return "significant" if significant(row) else "not_significant"
 
 
 def significant(row: dict) -> bool:
@@ -76,13 +87,18 @@ def forest(comparisons: pd.DataFrame | None, title: str) -> str:
                     mb_low, mb_high = _float(row.get("mb_ci_low")), _float(row.get("mb_ci_high"))
                     if np.isfinite(mb_low) and np.isfinite(mb_high):
                         ax.plot([mb_low, mb_high], [y + 0.22, y + 0.22], color="#c05600", lw=1.0)
-                filled = significant(row)
-                ax.plot(row["diff"], y, "o", ms=6, color="#1d4e89",
-                        markerfacecolor="#1d4e89" if filled else "white")
+                kind = mark(row)
+                if kind == NOT_INFORMATIVE:
+                    ax.plot(row["diff"], y, "X", ms=7, color="#888888")
+                else:
+                    ax.plot(row["diff"], y, "o", ms=6, color="#1d4e89",
+                            markerfacecolor="#1d4e89" if kind == "significant" else "white")
             ax.axvline(0.0, color="#888888", lw=0.8)
             ax.set_yticks(range(len(rows)))
             ax.set_yticklabels([(f"{r['corpus']}: " if "corpus" in r and pd.notna(r["corpus"]) else "")
-                                + f"{r['head_a']} vs {r['head_b']}" for r in rows], fontsize=8)
+                                + f"{r['head_a']} vs {r['head_b']}"
+                                + (" · not informative" if mark(r) == NOT_INFORMATIVE else "") for r in rows],
+                               fontsize=8)
             ax.set_ylim(len(rows) - 0.5, -0.5)
             ax.set_xlabel(f"{metric}: diff = mean A − mean B", fontsize=8)
             note = f" ({dropped} without a difference left out)" if dropped else ""
@@ -92,6 +108,9 @@ def forest(comparisons: pd.DataFrame | None, title: str) -> str:
                   Line2D([], [], marker="o", ls="", color="#1d4e89", markerfacecolor="white",
                              label="not significant after Holm"),
                   Patch(color="#dbe7f6", label="equivalence margin ±m")]
+        if any(mark(r) == NOT_INFORMATIVE for r in comparisons.to_dict("records")):
+            legend.append(Line2D([], [], marker="X", ls="", color="#888888",
+                                 label="not informative (the guard; any p)"))
         if has_mb:
             legend.insert(1, Line2D([], [], color="#c05600", lw=1.0, label="95% multi-bootstrap CI"))
         fig.suptitle(title, fontsize=10, x=0.01, ha="left")

@@ -298,7 +298,8 @@ REGISTRY: tuple[Output, ...] = (
     Output("warnings", "table", b.warnings, ("runs", "stats_config", "comparisons", "correlations")),
     Output("topk", "table", b.topk, ("topk",)),
     Output("grid", "table", b.grid, ("runs",), when=has_grid),
-    Output("sequential", "table", b.sequential, ("sequential",), when=sequential_design),
+    Output("sequential", "table", b.sequential, ("sequential", "runs", "stats_config", "baselines"),
+           when=sequential_design),
     # figures
     Output("rank_decay", "figure", b.rank_decay, ("spectrum",)),
     Output("learning_curves", "figure", b.learning_curves, ("metrics",), when=has_runs),

@@ -249,7 +249,7 @@ def study_kind(present: dict) -> str:
     return (" and ".join(kinds) if kinds else "nothing to show") + ": no language model trained"
 
 
-VERDICT_LABELS = {"not_informative": "not informative: models below the unigram baseline"}
+VERDICT_LABELS = {"not_informative": "not informative"}   # the reason says why (audit.stats.guard)
 VERDICT_LABELS["not_informative_at_scale"] = "not informative at this scale"   # audit.stats.claims.SCALE_VERDICT
 
 

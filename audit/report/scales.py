@@ -9,8 +9,11 @@ The table has one row per (claim, corpus) and, per source ``s``, the columns ``v
 ``cell__<s>`` (the verdict with its effect and CI, e.g. ``contradicted: diff = mean_a - mean_b
 (welch CI) 12.3 [4.1, 20.5]``) and ``anchor__<s>`` (the id of the row on the page it rests on,
 '' when the page does not show one). Its first row, ``claim_id == "scale"``, holds in ``cell__<s>``
-the scale that source speaks for: d, V or K, tokens trained, and the median test perplexity of
-its arms against the unigram baseline. ``agreement`` says whether the sources' decisive verdicts
+the scale that source speaks for: d, V or K, tokens trained, the median test perplexity of its
+arms against the unigram baseline of their vocabulary and test tokens, and how many arms the guard
+(``audit.stats.guard``) finds not informative. A cell names its interval's level (a comparison's
+is 1 - alpha, a one-sample claim's 1 - 2 alpha); a ``not_informative`` cell leads with the guard's
+reason, then what the test alone gave. ``agreement`` says whether the sources' decisive verdicts
 (supported, contradicted, equivalent) differ: ``disagree: ...`` naming each, ``agree``, or ''
 (fewer than two decisive verdicts).
 """
@@ -22,7 +25,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from audit.stats.guard import arm_scale, unigram_for
+from audit.stats.guard import ALONE, LABEL, MAX_FAILED_SHARE, VERDICT, arm_status
 
 SCALE_ROW = "scale"
 DECISIVE = ("supported", "contradicted", "equivalent")
@@ -41,15 +44,30 @@ def _num(value, digits: int = 3) -> str:
     return f"{float(value):.{digits}g}" if value is not None and np.isfinite(float(value)) else "–"
 
 
+def level(value) -> str:
+    """An interval's level as the cell prints it: 0.9 -> '90% CI'."""
+    try:
+        return f"{100 * float(value):g}% CI" if np.isfinite(float(value)) else "CI of unstated level"
+    except (TypeError, ValueError):
+        return "CI of unstated level"
+
+
 def cell(claim: dict) -> str:
-    """A claims row as one cell: the verdict, its effect and interval (none for a claim not run)."""
-    text = str(claim["verdict"]).replace("_", " ")
+    """A claims row as one cell: the verdict, its effect and interval with the interval's level
+    (none for a claim not run); a guarded claim's cell starts with the guard's reason."""
+    verdict, reason = str(claim["verdict"]), str(claim.get("reason") or "")
+    text = verdict.replace("_", " ")
+    if verdict == VERDICT and ALONE in reason:   # why the page does not stand behind it, then the test
+        why, _, alone = reason.partition(ALONE)
+        text += f": {why.removeprefix(LABEL + ': ')}; the test alone"
+        reason = alone
     estimate = claim.get("estimate")
     if estimate is not None and pd.notna(estimate) and np.isfinite(float(estimate)):
         name = str(claim.get("estimate_name") or "estimate").split(" (")[0]
-        text += f": {name} {_num(estimate, 4)} [{_num(claim.get('ci_low'))}, {_num(claim.get('ci_high'))}]"
-    elif claim.get("reason"):
-        text += f": {claim['reason']}"
+        text += (f": {name} {_num(estimate, 4)} [{_num(claim.get('ci_low'))}, {_num(claim.get('ci_high'))}]"
+                 f" ({level(claim.get('ci_level'))})")
+    elif reason:
+        text += f": {reason}"
     return text
 
 
@@ -61,25 +79,27 @@ def _range(values, digits=0) -> str:
     return f"{low:,.{digits}f}" if low == high else f"{low:,.{digits}f}-{high:,.{digits}f}"
 
 
-def runs_scale(runs: pd.DataFrame, baselines: pd.DataFrame | None) -> str:
-    """The scale a runs table speaks for, per corpus: d, K, tokens trained, arm medians vs unigram."""
+def runs_scale(runs: pd.DataFrame, baselines: pd.DataFrame | None,
+               max_failed_share: float = MAX_FAILED_SHARE) -> str:
+    """The scale a runs table speaks for, per corpus: d, K, tokens trained, arm medians vs the
+    unigram of their own vocabulary and test tokens, and the arms the guard flags."""
     parts = []
-    arms = arm_scale(runs)
+    status = arm_status(runs, baselines, max_failed_share)
     for corpus, group in runs[runs["status"] == "ok"].groupby("corpus", sort=True):
         def col(name):
             return pd.to_numeric(group[name], errors="coerce").to_numpy(float) if name in group else np.array([])
 
-        medians = arms[arms["corpus"] == corpus]
-        vocab = col("vocab_size")
-        unigrams = {unigram_for(baselines, corpus, k) for k in (set(vocab[np.isfinite(vocab)]) or {None})}
-        unigrams.discard(None)
-        beat = int((medians["median_test_ppl"] < min(unigrams)).sum()) if unigrams else None
-        text = (f"{corpus}: d = {_range(col('emb_size'))}, K = {_range(vocab)}, "
+        arms = status[status["corpus"] == corpus]
+        matched = arms[np.isfinite(arms["unigram_ppl"])]
+        text = (f"{corpus}: d = {_range(col('emb_size'))}, K = {_range(col('vocab_size'))}, "
                 f"tokens trained {_range(col('tokens_trained'))}; median test ppl per arm "
-                f"{_range(medians['median_test_ppl'], 1)} vs unigram "
-                f"{_range(sorted(unigrams), 1) if unigrams else 'not computed for this vocabulary'}")
-        if beat is not None:
-            text += f" ({beat} of {len(medians)} arms beat it)"
+                f"{_range(arms['median_test_ppl'], 1)} vs unigram "
+                f"{_range(matched['unigram_ppl'], 1) if len(matched) else 'not computed for this vocabulary and these test tokens'}")
+        if len(matched):
+            beat = int((matched["median_test_ppl"] < matched["unigram_ppl"]).sum())
+            text += f" ({beat} of {len(arms)} arms beat it)"
+        flagged = int((arms["why"] != "").sum())
+        text += f"; {flagged} of {len(arms)} arms not informative (the guard)" if flagged else ""
         parts.append(text)
     return "; ".join(parts) or "no ok runs"
 

@@ -12,8 +12,10 @@ the claims on the config's further runs tables, ``audit.stats.sources``); ``--ta
 named tables (Snakemake runs one rule per table). The ``published_*`` tables
 (``audit.stats.published.evidence``) come from summary rows (corpus, head, metric, mean, sd, n, source) instead
 of runs: ``--summaries``, else the config's ``published.data``, else the packaged
-``audit/data/published.csv``; they need no runs table. With ``--baselines``, comparisons and
-claims drawn from an arm below its unigram baseline get the verdict ``not_informative``
+``audit/data/published.csv``; they need no runs table. Comparisons and claims drawn from an arm the
+guard flags (no finite test perplexity, more than ``stats.max_failed_share`` of its runs failed;
+with ``--baselines`` also no baseline for exactly its vocabulary and test tokens, or a median at
+or above its unigram) get the verdict ``not_informative``, and correlations over it a note
 (``audit.stats.guard``). With ``--sentences`` (``python -m audit collect --sentences-out``) the
 comparisons and claims get the multi-bootstrap over seeds and test sentences
 (``audit.stats.multiboot``). Each file is written atomically. A table
@@ -51,7 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
                                         f"{', '.join(TABLES + EVIDENCE_TABLES + PUBLISHED_TABLES)}")
     p.add_argument("--wordsim-pairs", help="per-pair word-similarity CSV (needed by wordsim_diffs)")
     p.add_argument("--baselines", help="baselines.csv (python -m audit baselines): comparisons and claims drawn "
-                                       "from an arm below its unigram are labelled not informative (audit.stats.guard)")
+                                       "from an arm without a baseline of its vocabulary and test tokens, or below its unigram, "
+                                       "are labelled not informative (audit.stats.guard)")
     p.add_argument("--sentences", help="per-run test NLL per sentence (sentences.npz of `python -m audit collect`): "
                                        "the multi-bootstrap columns of comparisons and claims")
     return p
@@ -89,10 +92,10 @@ def main(argv: list[str] | None = None) -> int:
 
     for name in wanted:
         if name == "comparisons":
-            out[name] = guard.guard_comparisons(comp(), runs, baselines)
+            out[name] = guard.guard_comparisons(comp(), runs, baselines, settings.max_failed_share)
             reason = "the study config declares no comparisons"
         elif name == "correlations":
-            out[name] = corr()
+            out[name] = guard.guard_correlations(corr(), runs, baselines, config, settings.max_failed_share)
             reason = "the study config declares no correlations"
         elif name == "wordsim_wins":
             out[name] = wordsim.wins_table(runs)
@@ -110,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             # judged on the tests alone, then guarded: the claims see the unguarded comparisons
             out[name] = guard.guard_claims(claims.claims_table(runs, config, settings, comp(), corr(), source, sentences),
-                                           runs, baselines, config)
+                                           runs, baselines, config, settings.max_failed_share)
             reason = "no claims in the study config or its claims_file"
         if out[name].empty:
             note(f"{name}.csv has no rows: {reason}")

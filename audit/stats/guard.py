@@ -1,17 +1,30 @@
-"""The baseline guard: a verdict drawn from models worse than word frequencies says nothing.
+"""The guard: no verdict drawn from an arm the audit cannot stand behind.
 
-An arm (corpus, head) *does not beat its unigram baseline* when the median test perplexity of its
-ok runs is at or above the unigram perplexity of the same corpus and vocabulary
-(``audit.evaluate.baselines``: same corpus file, same test tokens). Such models have not started
-to use context, so a difference between them is no evidence about output heads. Every comparison
-row and claim drawn from such an arm keeps its statistics but gets the verdict
-``not_informative`` and a reason starting with ``LABEL`` that says which arm, its median and the
-baseline, followed by what the test alone gave. It is never counted as supported, contradicted or
-equivalent. Rows never computed (``not run: ...``) are left as they are.
+An arm (corpus, head) is *not informative* when any of these holds (checked in this order, all
+reasons kept):
 
-The arm's vocabulary is the runs' ``vocab_size`` column (the lead value of its ok runs) when the
-runs table has one; a baselines row matches on corpus and that K. An arm without a matching
-baseline row, or without a finite test perplexity, is not judged here (no label either way).
+1. it has no ok run with a finite test perplexity: whether its models learned anything is unknown,
+   so its verdicts on every other metric (ranks, shares, ...) say nothing either;
+2. more than ``max_failed_share`` of its planned runs failed (``stats.max_failed_share``, default
+   0.2 from ``configs/schema.yaml``; planned = its rows of the runs table, ok or failed): the ok
+   runs that remain are the seeds that happened to train, a selected sample;
+3. there is no baseline for exactly its data: a ``baselines.csv`` row (``audit.evaluate.baselines``)
+   with the same corpus, the same vocabulary size (the runs' ``vocab_size``) and the same test
+   tokens (the baselines score all ``n_test`` tokens, a run predicts every one but the first, so
+   ``test_tokens == n_test - 1``). Runs without ``vocab_size`` or ``test_tokens``, runs that
+   disagree on them, or a table without ``n_test`` match nothing: a baseline of another vocabulary
+   (the full-vocabulary unigram 684.5 against K = 2,000 runs, whose unigram is 196.5) is never
+   used in its place;
+4. the median test perplexity of its ok runs is at or above that unigram perplexity: its models
+   have not started to use context, so a difference between them is no evidence about output heads.
+
+Checks 3 and 4 need a baselines table; without one (``python -m audit stats`` run by hand without
+``--baselines``) only checks 1 and 2 apply. Every comparison row and claim drawn from a flagged arm
+keeps its statistics but gets the verdict ``not_informative`` and the reason
+``not informative: <arm: why>[; <arm: why>]; the test alone: <verdict>: <reason>``. It never counts
+as supported, contradicted or equivalent. Rows never computed (``not run: ...``) are left as they
+are. ``arm_status`` is the one table every other mark on the page (the verdict matrix, the forest
+plots, the sequential history) reads, so that they all say the same.
 """
 
 from __future__ import annotations
@@ -21,73 +34,123 @@ import fnmatch
 import numpy as np
 import pandas as pd
 
+from audit.config import schema_defaults
 from audit.stats.claims import resolve
 
 VERDICT = "not_informative"
-LABEL = "not informative: models below the unigram baseline"
+LABEL = "not informative"
 METRIC = "test_ppl"
+MAX_FAILED_SHARE = float(schema_defaults("stats")["max_failed_share"])
+# a run scores every test token but the first (it has no context); the baselines score all of them
+UNSCORED_TOKENS = 1
+ALONE = "; the test alone: "   # what follows is the unguarded verdict (audit.report.checks reads it)
+STATUS_COLUMNS = ["corpus", "head", "n_planned", "n_failed", "n", "median_test_ppl", "vocab_size",
+                  "test_tokens", "unigram_ppl", "why"]
 
 
-def unigram_for(baselines: pd.DataFrame | None, corpus: str, vocab_size: float | None) -> float | None:
-    """The unigram test perplexity of a corpus and vocabulary; None when the table has no such row."""
-    if baselines is None or baselines.empty:
+def _single(group: pd.DataFrame, column: str) -> float:
+    """The one value ``column`` takes over the arm's ok runs; NaN when absent or not unique."""
+    if column not in group:
+        return np.nan
+    values = pd.to_numeric(group[column], errors="coerce").dropna().unique()
+    return float(values[0]) if len(values) == 1 else np.nan
+
+
+def unigram_for(baselines: pd.DataFrame | None, corpus: str, vocab_size: float, test_tokens: float) -> float | None:
+    """The unigram test perplexity of exactly this data: same corpus, vocabulary size and scored
+    test tokens (``test_tokens == n_test - 1``); None when no row matches, or the rows that match
+    disagree."""
+    if baselines is None or baselines.empty or "n_test" not in baselines:
         return None
+    if not (np.isfinite(vocab_size) and np.isfinite(test_tokens)):
+        return None
+    rows = baselines[(baselines["corpus"].astype(str) == str(corpus))
+                     & (pd.to_numeric(baselines["vocab_size"], errors="coerce") == vocab_size)
+                     & (pd.to_numeric(baselines["n_test"], errors="coerce") == test_tokens + UNSCORED_TOKENS)]
+    values = set(rows["unigram_ppl"].astype(float))
+    return values.pop() if len(values) == 1 else None
+
+
+def _have(baselines: pd.DataFrame, corpus: str) -> str:
+    """The baselines rows of a corpus, for a 'no baseline' reason."""
     rows = baselines[baselines["corpus"].astype(str) == str(corpus)]
-    if vocab_size is not None and np.isfinite(vocab_size):
-        rows = rows[rows["vocab_size"].astype(float) == float(vocab_size)]
-    elif len(rows) > 1:
-        return None   # several vocabularies and the runs do not say which: no guess
-    return float(rows["unigram_ppl"].iloc[0]) if len(rows) else None
+    if rows.empty:
+        return f"the baselines table has no row for {corpus}"
+    tokens = rows["n_test"] if "n_test" in rows else pd.Series([np.nan] * len(rows), index=rows.index)
+    have = [f"K = {float(k):,.0f} over {float(n) - UNSCORED_TOKENS:,.0f}" if np.isfinite(float(n)) else
+            f"K = {float(k):,.0f} (no n_test)" for k, n in zip(rows["vocab_size"], tokens)]
+    return f"the baselines table has {corpus} {'; '.join(have)}"
 
 
-def arm_scale(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per (corpus, head) arm: ``n`` ok runs with a finite test perplexity, their median
-    ``median_test_ppl`` and the arm's ``vocab_size`` (NaN when the runs table has no such column)."""
-    ok = runs[(runs["status"] == "ok")]
+def _why(head, n_planned, n_failed, n, median, vocab, tokens, unigram, corpus, baselines, max_failed_share) -> str:
+    reasons = []
+    if n == 0:
+        reasons.append(f"no finite test perplexity ({n_planned - n_failed} ok runs, {n_failed} failed)")
+    if n_planned and n_failed / n_planned > max_failed_share:
+        reasons.append(f"{n_failed} of {n_planned} planned runs failed (more than stats.max_failed_share "
+                       f"= {max_failed_share:g} of them: the ok runs are the seeds that trained)")
+    if baselines is not None and n:
+        if unigram is None:
+            data = (f"K = {vocab:,.0f}" if np.isfinite(vocab) else "no single vocab_size") + ", " + (
+                f"{tokens:,.0f} test tokens scored" if np.isfinite(tokens) else "no single test_tokens")
+            reasons.append(f"no baseline for this vocabulary ({corpus}, {data}; {_have(baselines, corpus)})")
+        elif median >= unigram:
+            reasons.append(f"below the unigram baseline: median test ppl {median:,.1f} (n = {n}) >= unigram "
+                           f"{unigram:,.1f} ({corpus}, K = {vocab:,.0f})")
+    return "; ".join(f"{head}: {r}" for r in reasons)
+
+
+def arm_status(runs: pd.DataFrame, baselines: pd.DataFrame | None,
+               max_failed_share: float = MAX_FAILED_SHARE) -> pd.DataFrame:
+    """Per (corpus, head) arm of the runs table (``STATUS_COLUMNS``): planned and failed runs, ``n``
+    ok runs with a finite test perplexity and their median, the vocabulary size and scored test
+    tokens of its ok runs (NaN when absent or not one value), the matching unigram perplexity (NaN
+    when none) and ``why`` it is not informative ('' when it is; module docstring)."""
     rows = []
-    for (corpus, head), group in ok.groupby(["corpus", "head"], sort=True):
-        values = group[METRIC].to_numpy(float) if METRIC in group else np.array([])
+    for (corpus, head), group in runs.groupby(["corpus", "head"], sort=True):
+        ok = group[group["status"] == "ok"]
+        values = pd.to_numeric(ok[METRIC], errors="coerce").to_numpy(float) if METRIC in ok else np.array([])
         values = values[np.isfinite(values)]
-        vocab = group["vocab_size"].dropna() if "vocab_size" in group else pd.Series(dtype=float)
-        rows.append(dict(corpus=corpus, head=head, n=len(values),
-                         median_test_ppl=float(np.median(values)) if len(values) else np.nan,
-                         vocab_size=float(vocab.mode().iloc[0]) if len(vocab) else np.nan))
-    return pd.DataFrame(rows, columns=["corpus", "head", "n", "median_test_ppl", "vocab_size"])
+        n_planned, n_failed = len(group), int((group["status"] != "ok").sum())
+        median = float(np.median(values)) if len(values) else np.nan
+        vocab, tokens = _single(ok, "vocab_size"), _single(ok, "test_tokens")
+        unigram = unigram_for(baselines, corpus, vocab, tokens)
+        why = _why(head, n_planned, n_failed, len(values), median, vocab, tokens, unigram, corpus, baselines,
+                   max_failed_share)
+        rows.append(dict(corpus=corpus, head=head, n_planned=n_planned, n_failed=n_failed, n=len(values),
+                         median_test_ppl=median, vocab_size=vocab, test_tokens=tokens,
+                         unigram_ppl=np.nan if unigram is None else unigram, why=why))
+    return pd.DataFrame(rows, columns=STATUS_COLUMNS)
 
 
-def below_unigram(runs: pd.DataFrame, baselines: pd.DataFrame | None) -> dict[tuple[str, str], str]:
-    """(corpus, head) -> why, for every arm whose median test perplexity does not beat its unigram."""
-    out = {}
-    for arm in arm_scale(runs).itertuples():
-        unigram = unigram_for(baselines, arm.corpus, arm.vocab_size)
-        if unigram is None or not np.isfinite(arm.median_test_ppl):
-            continue
-        if arm.median_test_ppl >= unigram:
-            vocab = f", K = {arm.vocab_size:,.0f}" if np.isfinite(arm.vocab_size) else ""
-            out[(arm.corpus, arm.head)] = (f"{arm.head}: median test ppl {arm.median_test_ppl:,.1f} (n = {arm.n}) "
-                                           f">= unigram {unigram:,.1f} ({arm.corpus}{vocab})")
-    return out
+def flagged(runs: pd.DataFrame, baselines: pd.DataFrame | None,
+            max_failed_share: float = MAX_FAILED_SHARE) -> dict[tuple[str, str], str]:
+    """(corpus, head) -> why, for every arm that is not informative."""
+    status = arm_status(runs, baselines, max_failed_share)
+    return {(str(r.corpus), str(r.head)): r.why for r in status.itertuples() if r.why}
 
 
-def _label(row: dict, why: list[str]) -> dict:
-    return dict(row, verdict=VERDICT, reason=f"{LABEL} ({'; '.join(why)}); the test alone: "
-                                             f"{row['verdict']}: {row['reason']}")
+def why_not(corpus: str, heads, arms: dict) -> str:
+    """The guard's reason for a mark drawn from ``heads`` of ``corpus`` ('' when none is flagged)."""
+    why = [arms[(str(corpus), str(h))] for h in dict.fromkeys(heads) if (str(corpus), str(h)) in arms]
+    return f"{LABEL}: {'; '.join(why)}" if why else ""
 
 
-def _guarded(row: dict, heads, below: dict) -> dict:
-    why = [below[(str(row["corpus"]), h)] for h in dict.fromkeys(heads) if (str(row["corpus"]), h) in below]
+def _guarded(row: dict, heads, arms: dict) -> dict:
+    why = why_not(row["corpus"], heads, arms)
     if not why or str(row.get("reason") or "").startswith("not run"):
         return row
-    return _label(row, why)
+    return dict(row, verdict=VERDICT, reason=f"{why}{ALONE}{row['verdict']}: {row['reason']}")
 
 
-def guard_comparisons(table: pd.DataFrame, runs: pd.DataFrame, baselines: pd.DataFrame | None) -> pd.DataFrame:
-    """The comparisons table (``audit.stats.comparisons.COLUMNS``) with rows drawn from an arm
-    below its unigram baseline relabelled ``not_informative``; other rows unchanged."""
-    below = below_unigram(runs, baselines)
-    if table.empty or not below:
+def guard_comparisons(table: pd.DataFrame, runs: pd.DataFrame, baselines: pd.DataFrame | None,
+                      max_failed_share: float = MAX_FAILED_SHARE) -> pd.DataFrame:
+    """The comparisons table (``audit.stats.comparisons.COLUMNS``) with rows drawn from an arm that
+    is not informative relabelled ``not_informative``; other rows unchanged."""
+    arms = flagged(runs, baselines, max_failed_share)
+    if table.empty or not arms:
         return table
-    rows = [_guarded(r, (str(r["head_a"]), str(r["head_b"])), below) for r in table.to_dict("records")]
+    rows = [_guarded(r, (str(r["head_a"]), str(r["head_b"])), arms) for r in table.to_dict("records")]
     return pd.DataFrame(rows, columns=table.columns)
 
 
@@ -101,6 +164,12 @@ def claim_heads(claim: dict, runs: pd.DataFrame, corpus: str, correlations: list
     if "one_sample" in claim:
         return [str(claim["one_sample"]["head"])]
     spec = next((c for c in correlations if c["name"] == claim["correlation"]["name"]), None)
+    return correlation_heads(spec, runs, corpus)
+
+
+def correlation_heads(spec: dict | None, runs: pd.DataFrame, corpus: str) -> list[str]:
+    """The heads of a declared correlation in a corpus (its ``heads`` names and patterns; none
+    given, every head of the corpus)."""
     heads = sorted(set(runs.loc[runs["corpus"] == corpus, "head"].astype(str)))
     if spec is None or not spec.get("heads"):
         return heads
@@ -108,18 +177,47 @@ def claim_heads(claim: dict, runs: pd.DataFrame, corpus: str, correlations: list
 
 
 def guard_claims(table: pd.DataFrame, runs: pd.DataFrame, baselines: pd.DataFrame | None,
-                 config: dict) -> pd.DataFrame:
-    """The claims table (``audit.stats.claims.COLUMNS``) with claims drawn from an arm below its
-    unigram baseline relabelled ``not_informative``.
+                 config: dict, max_failed_share: float = MAX_FAILED_SHARE) -> pd.DataFrame:
+    """The claims table (``audit.stats.claims.COLUMNS``) with claims drawn from an arm that is
+    not informative relabelled ``not_informative``.
 
     Args:
         config: the study config with its claims merged in (``audit.stats.io.load_config``).
     """
-    below = below_unigram(runs, baselines)
-    if table.empty or not below:
+    arms = flagged(runs, baselines, max_failed_share)
+    if table.empty or not arms:
         return table
     claims = {c["id"]: c for c in config.get("claims") or []}
     correlations = config.get("correlations") or []
-    rows = [_guarded(r, claim_heads(claims[r["claim_id"]], runs, str(r["corpus"]), correlations), below)
+    rows = [_guarded(r, claim_heads(claims[r["claim_id"]], runs, str(r["corpus"]), correlations), arms)
             for r in table.to_dict("records")]
     return pd.DataFrame(rows, columns=table.columns)
+
+
+def guard_correlations(table: pd.DataFrame, runs: pd.DataFrame, baselines: pd.DataFrame | None,
+                       config: dict, max_failed_share: float = MAX_FAILED_SHARE) -> pd.DataFrame:
+    """The correlations table (``audit.stats.correlations.COLUMNS``) with the guard's reason in
+    front of the ``note`` of every row whose heads include an arm that is not informative (the
+    table has no verdict; its statistics are kept)."""
+    arms = flagged(runs, baselines, max_failed_share)
+    if table.empty or not arms:
+        return table
+    specs = {c["name"]: c for c in config.get("correlations") or []}
+    out = table.copy()
+    for i, row in out.iterrows():
+        why = why_not(row["corpus"], correlation_heads(specs.get(row["name"]), runs, str(row["corpus"])), arms)
+        if why:
+            note = row["note"] if isinstance(row["note"], str) and row["note"] else ""
+            out.at[i, "note"] = why + (f"; {note}" if note else "")
+    return out
+
+
+def guard_history(table: pd.DataFrame, runs: pd.DataFrame, baselines: pd.DataFrame | None,
+                  max_failed_share: float = MAX_FAILED_SHARE) -> pd.DataFrame:
+    """The sequential history (``audit.stats.sequential.history.history_table``) with a column
+    ``guard``: the guard's reason for every row whose heads include an arm that is not informative
+    ('' otherwise). The design's own ``decision`` is kept: it is what the schedule did, not a
+    verdict the page may stand behind."""
+    arms = flagged(runs, baselines, max_failed_share)
+    return table.assign(guard=[why_not(r["corpus"], (r["head_a"], r["head_b"]), arms)
+                               for r in table.to_dict("records")])

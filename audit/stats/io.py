@@ -42,6 +42,7 @@ class Settings:
     bootstrap_seed: int = _STATS["bootstrap_seed"]            # each row's Generator is default_rng(bootstrap_seed)
     power_target: float = _STATS["power_target"]             # power the "seeds needed" column solves for
     converged_gain: float = _STATS["converged_gain"]         # median last-epoch valid gain above it: far from converged
+    max_failed_share: float = _STATS["max_failed_share"]     # more of an arm's planned runs failed: not informative
 
     @classmethod
     def from_config(cls, section: dict | None, source: str = "config") -> "Settings":

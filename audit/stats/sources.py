@@ -9,8 +9,8 @@ runs)::
 Each is read with ``audit.stats.io.load_runs`` and judged with exactly this study's comparisons,
 correlations and claims (``comparisons_table``, ``correlations_table``, ``claims_table``: the
 same families, Holm corrections and settings, computed on that table alone, never pooled with
-this study's runs), then guarded against this study's count baselines where corpus and
-vocabulary match (``audit.stats.guard``). The result is the claims table of every source
+this study's runs), then guarded against this study's count baselines (``audit.stats.guard``: an arm
+whose corpus, vocabulary size and test tokens match no baselines row is not informative). The result is the claims table of every source
 stacked, with the source's name in the first column ``source``.
 """
 
@@ -41,6 +41,6 @@ def evidence_claims_table(config: dict, settings: Settings, baselines: pd.DataFr
         label = f"{source}: evidence {entry['name']!r}"
         corr = correlations.correlations_table(runs, config, settings, label)
         table = claims.claims_table(runs, config, settings, comp, corr, source)
-        table = guard.guard_claims(table, runs, baselines, config)
+        table = guard.guard_claims(table, runs, baselines, config, settings.max_failed_share)
         tables.append(table.assign(evidence_source=entry["name"])[COLUMNS])
     return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=COLUMNS)

@@ -123,3 +123,23 @@ def test_forest_marks_holm_significance_and_draws_the_multibootstrap_ci_only_whe
                              p_adj=[0.01, 0.6], alpha=0.05, equivalence_margin=0.2))
     assert "multi-bootstrap" not in forest(rows, "t")
     assert "multi-bootstrap" in forest(rows.assign(mb_ci_low=[-2.0, -0.5], mb_ci_high=[0.0, 0.7]), "t")
+
+
+def test_forest_draws_a_guarded_row_as_not_informative_whatever_its_p():
+    """A row the guard labelled (audit.stats.guard) is a grey cross named "not informative", never
+    a filled marker, though its p_adj is below alpha (issue 33: markers were filled from p_adj alone)."""
+    import pandas as pd
+
+    from audit.report.forest import forest, mark
+
+    rows = pd.DataFrame(dict(family="f", metric="test_ppl", corpus="ptb", head_a=["a", "b"], head_b="s",
+                             diff=[-1.0, 0.1], diff_ci_low=[-1.5, -0.2], diff_ci_high=[-0.5, 0.4],
+                             p_adj=[0.01, 0.6], alpha=0.05, verdict=["a_better", "inconclusive"]))
+    guarded = rows.assign(verdict=["not_informative", "inconclusive"])
+    assert [mark(r) for r in rows.to_dict("records")] == ["significant", "not_significant"]
+    assert [mark(r) for r in guarded.to_dict("records")] == ["not_informative", "not_significant"]
+    plain, svg = forest(rows, "t"), forest(guarded, "t")
+    assert "not informative" not in plain
+    assert "ptb: a vs s · not informative" in svg and "not informative (the guard; any p)" in svg
+    # the filled blue marker is left only in the legend: one fewer than without the guard
+    assert svg.count("fill: #1d4e89") == plain.count("fill: #1d4e89") - 1

@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 def claims(rows):
     return pd.DataFrame([dict(claim_id=c, corpus="ptb", statement=f"claim {c}", verdict=v, reason="r",
                               estimate_name="diff = mean_a - mean_b (welch CI)", estimate=e, ci_low=e - 1,
-                              ci_high=e + 1) for c, v, e in rows])
+                              ci_high=e + 1, ci_level=0.95) for c, v, e in rows])
 
 
 def runs(d, k, tokens, means, unigram_ok=True):
@@ -23,11 +23,11 @@ def runs(d, k, tokens, means, unigram_ok=True):
     for head, mean in means.items():
         for s, v in enumerate((mean - 1, mean, mean + 1)):
             rows.append(dict(corpus="ptb", head=head, seed=str(s), status="ok", test_ppl=v, emb_size=d,
-                             vocab_size=k, tokens_trained=tokens))
+                             vocab_size=k, tokens_trained=tokens, test_tokens=82429))
     return pd.DataFrame(rows)
 
 
-BASE = pd.DataFrame([dict(corpus="ptb", vocab_size=2000, unigram_ppl=196.5, bigram_ppl=76.0)])
+BASE = pd.DataFrame([dict(corpus="ptb", vocab_size=2000, n_test=82430, unigram_ppl=196.5, bigram_ppl=76.0)])
 
 
 def test_matrix_rows_columns_and_disagreement():
@@ -45,7 +45,7 @@ def test_matrix_rows_columns_and_disagreement():
         "paper scale", "cpu scale", "gpu scale"]
     assert row.loc["a", "agreement"] == "disagree: published supported, this study contradicted"
     assert row.loc["b", "agreement"] == "agree" and row.loc["c", "agreement"] == ""
-    assert row.loc["a", "cell__this study"] == "contradicted: diff = mean_a - mean_b 5 [4, 6]"
+    assert row.loc["a", "cell__this study"] == "contradicted: diff = mean_a - mean_b 5 [4, 6] (95% CI)"
     assert row.loc["a", "anchor__published"] == "pub-claim-a-ptb" and row.loc["a", "anchor__gpu"] == ""
     assert row.loc["c", "verdict__published"] == "" and row.loc["c", "cell__this study"] == "not informative: r"
 
@@ -53,8 +53,26 @@ def test_matrix_rows_columns_and_disagreement():
 def test_runs_scale_states_d_k_tokens_and_medians_against_the_unigram():
     text = scales.runs_scale(runs(32, 2000, 1.2e6, {"softmax": 90.0, "gss": 250.0}), BASE)
     assert text == ("ptb: d = 32, K = 2,000, tokens trained 1,200,000; median test ppl per arm 90.0-250.0 "
-                    "vs unigram 196.5 (1 of 2 arms beat it)")
-    assert "not computed for this vocabulary" in scales.runs_scale(runs(32, 10000, 5e4, {"softmax": 900.0}), BASE)
+                    "vs unigram 196.5 (1 of 2 arms beat it); 1 of 2 arms not informative (the guard)")
+    other = scales.runs_scale(runs(32, 10000, 5e4, {"softmax": 900.0}), BASE)
+    assert other.endswith("vs unigram not computed for this vocabulary and these test tokens; "
+                          "1 of 1 arms not informative (the guard)")
+    # the same K on other test tokens has no baseline either (issue 33: K alone was matched)
+    assert "not computed" in scales.runs_scale(runs(32, 2000, 5e4, {"softmax": 90.0}).assign(test_tokens=4999), BASE)
+
+
+def test_each_cell_names_its_interval_level_and_a_guarded_cell_its_reason():
+    """Issue 33: one-sample cells showed the 1 - 2 alpha interval under a caption saying 95%."""
+    one = dict(claim_id="s", corpus="ptb", statement="", verdict="supported", reason="r",
+               estimate_name="mean - bound (one-sample t CI)", estimate=-0.02, ci_low=-0.03, ci_high=-0.01,
+               ci_level=0.9)
+    assert scales.cell(one) == "supported: mean - bound -0.02 [-0.03, -0.01] (90% CI)"
+    assert scales.cell(dict(one, ci_level=np.nan)).endswith("(CI of unstated level)")
+    guarded = dict(one, verdict="not_informative",
+                   reason="not informative: mos: no finite test perplexity (6 ok runs, 0 failed); "
+                          "the test alone: supported: p small")
+    assert scales.cell(guarded) == ("not informative: mos: no finite test perplexity (6 ok runs, 0 failed); "
+                                    "the test alone: mean - bound -0.02 [-0.03, -0.01] (90% CI)")
 
 
 def test_published_scale_matches_the_paper_config():
