@@ -17,8 +17,9 @@ peak live device bytes of one job, checked against the simulated CUDA device's p
   keeps some activations in half the bytes, so a bf16 run needs less than planned;
 - evaluation: the model, the test split, one chunk's forward (eval_batch_size x bptt tokens, no
   gradients; a Transformer's body reads windows of context_size tokens) and the spectrum: the
-  float64 k x k Gram, the eigensolver's copy of it and the 512 MB row buffer
-  (audit/evaluate/spectrum.py), or the buffered rows when m <= n.
+  float64 k x k Gram and the 512 MB row buffer while rows stream (audit/evaluate/spectrum.py),
+  then ``EIGH_COPIES`` k x k doubles while the GPU's eigensolver runs (measured on an H200), or
+  the buffered rows when m <= n.
 
 A GPU's own overheads (CUDA context, cuDNN/cuBLAS workspaces, the caching allocator's
 fragmentation) are not tensors: ``CONTEXT_BYTES`` per process and the ``margin`` cover them.
@@ -40,16 +41,25 @@ STATE_COPIES = 5          # AWD-LSTM: weights, gradients, ASGD average, best wei
 # (the best weights go to the host: audit/train/trainer.py)
 OPTIMIZER_COPIES = {"sgd": 0, "adamw": 2}
 LSTM_FLOATS = bodycost.LSTM_FLOATS  # per hidden unit per layer per token (audit/bodycost.py)
-# floats per vocabulary entry per training token, fitted to the simulated device's peaks: a plain
+# floats per vocabulary entry per training token. Fitted to the simulated device's peaks: a plain
 # log-softmax (softmax, MoC) keeps 3 (logits, log-probs, a gradient); a transformed one
-# (SigSoftmax, GSS, PLIF, Mixtape) 9 (its elementwise intermediates); MoS 2 per component (the
-# kept softmax and one transient logits or gradient tensor: its loss forms the mixture at the
-# target words alone, so no (T, B, V) mixture exists; measured 30 at K = 15, where the full
-# mixture's autograd kept 77)
+# (SigSoftmax, GSS, PLIF, Mixtape) 9 (its elementwise intermediates). MoS per component: its loss
+# forms the mixture at the target words alone, so no (T, B, V) mixture exists; the simulated
+# device kept 2 (the kept softmax and one transient logits or gradient tensor), a real H200
+# 3.3 (paper-ptb's MoS, K = 15, fp32: 3.21 GB where 2 planned 2.21; docs/gpu/NVIDIA-H200-2026-11-26.json):
+# the GPU's figure, the larger, is the plan. The same H200 measured SigSoftmax at 4.3 of the 9
+# (paper-wt2: 7.0 GB of 12.6 planned); 9 stays until GSS, PLIF and Mixtape are measured too
+# (README "On GPUs": a plan too large costs runs per GPU, one too small an out-of-memory retry).
 PLAIN_HEADS = {"softmax", "softmax_matched", "moc"}
-HEAD_FLOATS = {"plain": 3, "transformed": 9, "per_component": 2}
+HEAD_FLOATS = {"plain": 3, "transformed": 9, "per_component": 3.3}
 EVAL_HEAD_FLOATS = 3      # forward only: logits, log-softmax, the kept log-probs
 GRAM_BLOCK_BYTES = 1 << 29  # audit/evaluate/spectrum.py _BLOCK_BYTES
+# k x k float64 matrices alive while torch.linalg.eigvalsh (cuSOLVER) solves the Gram on a GPU:
+# the Gram and the solver's copies and workspace. Measured on an H200 (torch 2.11, CUDA 13;
+# docs/gpu/NVIDIA-H200-2026-11-26.json): 4.98 GB at k = 10,000 and 53.4 GB at k = 33,278, both
+# 6.0-6.1 k^2 doubles beyond the model and test split; the simulated device, whose eigensolver is
+# the CPU's, cannot show it (the plan had 2: Gram and one copy, 2.9x too little for paper-wt2)
+EIGH_COPIES = 6
 CONTEXT_BYTES = 0.6 * GB  # CUDA context and library kernels per process (not a tensor)
 MEASURED_FACTOR = 2.0     # the model is within this factor of the simulated device's peak
 
@@ -66,7 +76,7 @@ def components(settings: dict) -> int:
     return 1
 
 
-def head_floats(settings: dict) -> int:
+def head_floats(settings: dict) -> float:
     """Floats per vocabulary entry one training token holds in the head (see HEAD_FLOATS)."""
     k = components(settings)
     if k > 1:
@@ -113,7 +123,10 @@ def evaluate_bytes(settings: dict) -> float:
     chunk = t["eval_batch_size"] * (body + head) * 4
     m, n = spectrum_shape(settings)
     k = min(m, n)
-    spectrum = 2 * k * k * 8 + (m * n * 12 if m <= n else GRAM_BLOCK_BYTES)  # Gram + eigensolver's copy
+    if m <= n:   # the buffered rows (float32 and their float64 copy), then the m x m eigensolve
+        spectrum = m * n * 12 + EIGH_COPIES * k * k * 8
+    else:        # accumulating: the Gram and one row block; then the eigensolve, rows gone
+        spectrum = max(k * k * 8 + GRAM_BLOCK_BYTES, EIGH_COPIES * k * k * 8)
     return _state_bytes(settings) + tokens(settings, "test") * 8 + max(chunk, spectrum)
 
 

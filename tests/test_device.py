@@ -201,7 +201,7 @@ def test_runs_per_gpu_is_study_wide_and_outside_run_settings():
     base = {"study": "s", "seeds": [1], "heads": [{"name": "softmax"}]}
     config = check_study({**base, "train": {"runs_per_gpu": "auto"}})
     assert config["train"]["runs_per_gpu"] == "auto"
-    assert check_study(base)["train"]["runs_per_gpu"] == 4      # the provisional default
+    assert check_study(base)["train"]["runs_per_gpu"] == 1      # the default: the H200's best N
     assert "runs_per_gpu" not in run_settings(config, "ptb", "softmax", 1)["train"]   # no rerun when it changes
     with pytest.raises(AuditError, match=r"heads\[0\]\.train\.runs_per_gpu: a study-wide setting"):
         check_study({**base, "heads": [{"name": "softmax", "train": {"runs_per_gpu": 2}}]})
