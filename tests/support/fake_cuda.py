@@ -367,6 +367,9 @@ def simulated_cuda(memory_limit: int | None = None, total_memory: int = 80 * 2 *
         mock.patch.object(cuda, "set_device", lambda device: None),
         mock.patch.object(cuda, "synchronize", synchronize),
         mock.patch.object(cuda, "set_sync_debug_mode", set_sync_debug_mode),
+        # a CUDA build of torch (e.g. 2.11 from PyPI, tested on a CPU-only machine) would hand the
+        # simulated tensors to cuDNN, which checks the device's properties: they are CPU tensors
+        mock.patch.object(torch.backends.cudnn, "is_acceptable", lambda tensor: False),
         mock.patch.object(cuda, "get_sync_debug_mode", lambda: sim.sync_debug_mode),
         mock.patch.object(cuda, "get_rng_state", rng.get_rng_state),
         mock.patch.object(cuda, "set_rng_state", rng.set_rng_state),
