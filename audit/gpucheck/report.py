@@ -85,6 +85,7 @@ def markdown(results: list[dict], minutes: float, started: float, code: int) -> 
         lines += ["## Smoke study through Snakemake", "",
                   "Wall seconds: " + ", ".join(f"{k} {v:.0f}" for k, v in walls.items()) +
                   " (cpu = the CPU study; gpuN = --resources gpu=1 at runs_per_gpu N).", ""]
+        lines += _table(["check", "value", "limit"], [[c["name"], c["value"], c["limit"]] for c in dag.get("checks", [])]) + [""]
     errors = [(r["step"], e) for r in results for e in ([r["error"]] if r.get("error") else []) + r.get("errors", [])]
     if errors:
         lines += ["## Errors (the step logs are under steps/)", ""] + [f"- {s}: {e[:400]}" for s, e in errors] + [""]
