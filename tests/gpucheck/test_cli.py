@@ -5,6 +5,7 @@ seconds the test says); the crash and kill tests run real children that a ``site
 stops at start-up, so ``run_step``'s own record of them is what is checked.
 """
 
+import json
 import os
 import types
 from pathlib import Path
@@ -165,6 +166,15 @@ def test_budgets_are_share_times_the_expected_cost_of_the_device_found(planner, 
     assert budget <= (env_start + 480 - 5) - start - cli.GRACE
 
 
+def test_a_budget_ends_a_grace_before_the_deadline_when_there_is_room(planner):
+    # --minutes 3: environment takes 10 s, so correctness has 180 - 10 - 5 = 165 s left; its
+    # budget stops GRACE (60) s short of that, 105 s, below 2 x 60 = 120, so that the kill at
+    # budget + GRACE still comes by the deadline
+    planner.takes.update(environment=10)
+    planner.run(3, ["environment", "correctness"])
+    assert planner.calls[1][1] == pytest.approx(165 - cli.GRACE) == pytest.approx(105)
+
+
 def test_a_budget_never_runs_past_the_time_left(planner):
     # --minutes 2: environment takes 50 s, so correctness has 120 - 50 - 5 = 65 s left, less
     # than its minimum (30) plus the grace (60): it gets all 65 s, not 2 x 60 = 120
@@ -234,6 +244,21 @@ def test_run_step_records_a_crashed_child_with_its_exit_code_and_log(monkeypatch
     assert r["error"].startswith("exit 3: ") and "boom: the driver fell over" in r["error"]
     assert r["budget"] == 30
     assert cli.exit_code([with_status(result("environment", [True])), with_status(result("correctness", [True])), r]) == 1
+
+
+def test_run_step_takes_no_result_from_a_child_that_dies_on_the_way_out(monkeypatch, tmp_path):
+    # environment passes and writes its result, then the process dies at exit (a driver's
+    # teardown that crashes): the result is not taken for a clean one
+    from support import simulated_python
+
+    sim = simulated_python.install(tmp_path / "sim")
+    child_env(monkeypatch, tmp_path, "    import atexit, runpy\n"
+              f"    runpy.run_path({str(sim / 'sitecustomize.py')!r})\n"
+              "    atexit.register(os._exit, 139)\n")
+    (tmp_path / "out" / "steps").mkdir(parents=True)
+    r = cli.run_step("environment", 30, tmp_path / "out")
+    assert json.loads((tmp_path / "out" / "steps" / "environment.json").read_text())["checks"][0]["ok"]
+    assert r["status"] == "error" and r["error"].startswith("exit 139")
 
 
 def test_run_step_kills_a_child_that_runs_past_its_budget_and_grace(monkeypatch, tmp_path):
