@@ -230,7 +230,8 @@ def child_env(monkeypatch, tmp_path, code: str) -> None:
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text("import sys, os, time\nif '--step' in sys.orig_argv:\n" + code)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(site), str(REPO), os.environ.get("PYTHONPATH")])))
+    path = [str(site), str(REPO), os.environ.get("PYTHONPATH")]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, path)))
     monkeypatch.chdir(REPO)
 
 
@@ -243,7 +244,8 @@ def test_run_step_records_a_crashed_child_with_its_exit_code_and_log(monkeypatch
     assert r["status"] == "error"
     assert r["error"].startswith("exit 3: ") and "boom: the driver fell over" in r["error"]
     assert r["budget"] == 30
-    assert cli.exit_code([with_status(result("environment", [True])), with_status(result("correctness", [True])), r]) == 1
+    gates = [with_status(result("environment", [True])), with_status(result("correctness", [True]))]
+    assert cli.exit_code(gates + [r]) == 1
 
 
 def test_run_step_takes_no_result_from_a_child_that_dies_on_the_way_out(monkeypatch, tmp_path):

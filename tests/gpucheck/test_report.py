@@ -112,7 +112,8 @@ def test_pass_and_fail_lines_and_the_steps_table():
     assert "| memory | off-target | 61 | 1 of 2 |" in text
     assert "| dag | incomplete | 151 | 1 of 1 | gpu1: out of time |" in text
     assert "- GPU: NVIDIA H200, 139.8 GiB; driver 580.159.04" in text
-    assert "fp32: ieee / ieee / ieee / none; tf32: tf32 / tf32 / tf32 / none; bf16: ieee / ieee / ieee / bfloat16" in text
+    assert ("fp32: ieee / ieee / ieee / none; tf32: tf32 / tf32 / tf32 / none; "
+            "bf16: ieee / ieee / ieee / bfloat16") in text
 
 
 def test_failed_checks_are_listed_and_passed_ones_are_not():
