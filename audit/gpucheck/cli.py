@@ -29,7 +29,7 @@ from audit.errors import AuditError
 STEPS = {
     "environment": (15, 15, 5),
     "correctness": (60, 150, 30),
-    "syncs": (60, 90, 20),
+    "syncs": (60, 180, 20),
     "memory": (150, 150, 60),
     "speed": (180, 150, 60),
     "dag": (300, 420, 120),
@@ -61,8 +61,9 @@ def child(name: str, budget: float, out: Path) -> int:
     return 0
 
 
-def run_step(name: str, budget: float, out: Path) -> dict:
-    """The step's result, or a record of why there is none (crash, kill)."""
+def run_step(name: str, budget: float, out: Path, kill_after: float | None = None) -> dict:
+    """The step's result, or a record of why there is none (crash, kill). The child is killed
+    ``kill_after`` seconds after it starts (default: its budget plus ``GRACE``)."""
     path = out / "steps" / f"{name}.json"
     path.unlink(missing_ok=True)
     cmd = [sys.executable, "-m", "audit", "gpu-check", "--step", name, "--budget", f"{budget:.0f}", "--out", str(out)]
@@ -70,7 +71,8 @@ def run_step(name: str, budget: float, out: Path) -> dict:
     started = time.time()
     with open(log, "w") as handle:
         try:
-            code = subprocess.run(cmd, stdout=handle, stderr=subprocess.STDOUT, timeout=budget + GRACE).returncode
+            code = subprocess.run(cmd, stdout=handle, stderr=subprocess.STDOUT,
+                                  timeout=budget + GRACE if kill_after is None else kill_after).returncode
         except subprocess.TimeoutExpired:
             code = None
     if path.is_file() and code == 0:
@@ -122,7 +124,9 @@ def plan_and_run(out: Path, minutes: float, names: list[str]) -> list[dict]:
             continue
         budget = min(left - GRACE if left > minimum + GRACE else left, SHARE * cost)
         print(f"gpu-check: {name:12s} running (budget {budget:.0f} s)", flush=True)
-        result = run_step(name, max(budget, minimum), out)
+        budget = max(budget, minimum)
+        # the grace never runs past --minutes: a step with little time left is killed at the deadline
+        result = run_step(name, budget, out, kill_after=budget + min(GRACE, max(left - budget, 0.0)))
         results.append(result)
         if name == "environment":
             simulated = bool(result.get("simulated"))

@@ -175,6 +175,6 @@ def measure(name: str, simulated: bool, deadline: float, tmp: Path, result) -> l
             row["rows_streamed"] = streamed
         rows.append(row)
         result.check(f"memory plan, {name} {job} ({arm['arm']}, {settings['train'].get('precision', 'fp32')})",
-                     f"{ratio:.2f} ({alloc / 1e9:.2f} of {plan / 1e9:.2f} GB planned)",
+                     f"{ratio:.2f} ({alloc / 1e9:.3g} of {plan / 1e9:.3g} GB planned)",
                      f"measured / planned in [{BAND[0]}, {BAND[1]}]", BAND[0] <= ratio <= BAND[1])
     return rows

@@ -115,10 +115,11 @@ def planner(monkeypatch, tmp_path):
     ``gives`` (step -> result fields); returns (run(minutes, names) -> results, calls)."""
     clock = Clock()
     monkeypatch.setattr(cli, "time", types.SimpleNamespace(time=clock.time))
-    calls, takes, gives = [], {}, {}
+    calls, takes, gives, kills = [], {}, {}, []
 
-    def fake_run_step(name, budget, out):
+    def fake_run_step(name, budget, out, kill_after=None):
         calls.append((name, budget, clock.now))
+        kills.append(kill_after)
         clock.now += takes.get(name, 1.0)
         r = {**result(name, [True]), **gives.get(name, {})}
         r["budget"] = round(budget)
@@ -129,7 +130,7 @@ def planner(monkeypatch, tmp_path):
     def run(minutes, names=tuple(cli.STEPS)):
         return cli.plan_and_run(tmp_path, minutes, list(names))
 
-    return types.SimpleNamespace(run=run, calls=calls, takes=takes, gives=gives, clock=clock)
+    return types.SimpleNamespace(run=run, calls=calls, takes=takes, gives=gives, clock=clock, kills=kills)
 
 
 def test_a_step_that_cannot_fit_is_skipped_with_the_seconds_it_needs_and_has(planner):
@@ -181,6 +182,8 @@ def test_a_budget_never_runs_past_the_time_left(planner):
     planner.takes.update(environment=50)
     planner.run(2, ["environment", "correctness"])
     assert planner.calls[1][1] == pytest.approx(65)
+    assert planner.kills[1] == pytest.approx(65)   # killed at the deadline: no grace past --minutes
+    assert planner.kills[0] == pytest.approx(2 * 15 + cli.GRACE)   # room left: the full grace
 
 
 def test_a_crashed_step_is_error_and_fails_the_run(planner):
