@@ -171,3 +171,22 @@ def test_wheelhouse_and_smoke_data_fit_the_budget(installed, wheelhouse, mirror)
     assert data == sum((mirror / name).stat().st_size for name in proc.stdout.split())
     assert not any(f.name.startswith("torch-") for f in wheelhouse.iterdir())
     assert wheels + data < BUDGET_MIB * 2 ** 20, f"wheelhouse {wheels / 2 ** 20:.1f} MiB + data {data / 2 ** 20:.1f} MiB"
+
+
+def test_wheelhouse_script_runs_on_a_python3_without_packaging():
+    """Debian's python3 has pip but not packaging: the script falls back to pip's vendored copy.
+    kept() must still follow requirements by their markers: b only for Python 2, c always."""
+    code = f"""
+import runpy, sys
+sys.modules["packaging"] = None  # import packaging -> ImportError, as on a python3 without it
+wheelhouse = runpy.run_path({str(REPO / "scripts" / "wheelhouse.py")!r})
+Requirement = wheelhouse["Requirement"]
+assert Requirement.__module__.startswith("pip._vendor."), Requirement.__module__
+resolved = {{"a": ("a", "1", [Requirement('b; python_version < "3"'), Requirement("c>=1"), Requirement("torch")]),
+             "b": ("b", "1", []), "c": ("c", "1", [Requirement("d")]), "d": ("d", "1", []),
+             "torch": ("torch", "2", [Requirement("e")]), "e": ("e", "1", [])}}
+print(wheelhouse["kept"](resolved, ["a"], {{"torch"}}, "3.12"))
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=clean_env())
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "['a', 'c', 'd']"  # not b (marker), not torch nor e (only the node's torch needs it)
