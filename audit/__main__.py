@@ -10,6 +10,7 @@ import sys
 # verb -> module whose ``main(argv)`` runs it
 VERBS = {
     "fetch": "audit.data.fetch",          # obtain and checksum one data file
+    "data-files": "audit.data.manifest",  # the mirror files a study reads, checked and sized
     "prepare": "audit.data.corpus",       # tokenise a corpus and cache its id tensors
     "train": "audit.train.trainer",       # train one (corpus, head, seed) run
     "progress": "audit.train.progress",   # epochs done, best valid ppl, s/epoch, ETA of a study's runs
@@ -31,7 +32,7 @@ VERBS = {
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in VERBS:
-        verbs = "\n".join(f"  {verb:10s} {mod}" for verb, mod in VERBS.items())
+        verbs = "\n".join(f"  {verb:11s} {mod}" for verb, mod in VERBS.items())
         print(f"usage: python -m audit <verb> [options]\n\nverbs:\n{verbs}", file=sys.stderr)
         return 0 if argv and argv[0] in ("-h", "--help") else 2
     from audit.errors import AuditError

@@ -10,6 +10,7 @@ from audit.config import check_study, run_settings, settings_text, stats_section
 from audit.config import train_settings as _train_settings
 from audit.memory import check_plan as check_memory_plan
 from audit.device import job_gpu_slots, job_gpus, pool_size
+from audit.data.manifest import wordsim_files as _wordsim_files
 from audit.errors import AuditError
 from audit.report import registry as _report_registry
 from audit.stats.sequential import schedule as _schedule
@@ -45,12 +46,7 @@ RUN_DIR = RESULTS + "/runs/{corpus}/{head}/{seed}"
 CORPUS_FILE = DATA + ("/{corpus}/corpus.pt" if config["data"]["vocab_size"] is None
                       else f"/{{corpus}}/corpus_v{config['data']['vocab_size']}.pt")
 STATS_TABLES = [e.name for e in _report_registry.entries("table", "stats")]  # audit/report/registry.py
-WORDSIM_FILES = [
-    "EN-MC-30.txt", "EN-MEN-TR-3k.txt", "EN-MTurk-287.txt", "EN-MTurk-771.txt",
-    "EN-RG-65.txt", "EN-RW-STANFORD.txt", "EN-SIMLEX-999.txt", "EN-SimVerb-3500.txt",
-    "EN-VERB-143.txt", "EN-WS-353-ALL.txt", "EN-WS-353-REL.txt", "EN-WS-353-SIM.txt",
-    "EN-YP-130.txt",
-]
+WORDSIM_FILES = _wordsim_files()  # sources.yaml's wordsim: what `python -m audit data-files` lists
 
 
 wildcard_constraints:

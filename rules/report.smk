@@ -8,6 +8,7 @@
 # own provenance and runtimes.
 import os
 
+from audit.data import manifest as _manifest
 from audit.report import registry as _registry
 
 _registry.check()
@@ -27,9 +28,9 @@ def reproduce_command():
 
 def data_files():
     """The verified data files the study read."""
-    splits = [f"{DATA}/{c}/{s}.txt" for c in config["data"]["corpora"] for s in ("train", "valid", "test")]
-    # word similarity is evaluated on the runs only: a study without runs (published, synthetic) reads none
-    return splits + ([f"{DATA}/wordsim/{name}" for name in WORDSIM_FILES] if study_has_runs() else [])
+    # the corpora's splits, and the word-similarity benchmarks when the study has runs (published and
+    # synthetic studies read none): the list `python -m audit data-files` prints (audit/data/manifest.py)
+    return [f"{DATA}/{name}" for name in _manifest.study_files(config)]
 
 
 report: "../report/workflow.rst"

@@ -24,8 +24,12 @@ import tempfile
 import tomllib
 from pathlib import Path
 
-from packaging.markers import Marker
-from packaging.requirements import Requirement
+try:
+    from packaging.markers import Marker
+    from packaging.requirements import Requirement
+except ImportError:  # a python3 without packaging (Debian's): the copy pip, which this script needs anyway, vendors
+    from pip._vendor.packaging.markers import Marker
+    from pip._vendor.packaging.requirements import Requirement
 
 REPO = Path(__file__).resolve().parents[1]
 # the GPU node of README "On GPUs" (issue 34): torch 2.11 + CUDA and the scientific stack preinstalled
