@@ -25,6 +25,18 @@ NO_DROPOUT = {"dropoute": 0.0, "dropouti": 0.0, "dropouth": 0.0, "dropout": 0.0,
 REPO = Path(__file__).resolve().parents[2]
 
 
+def every_arm(deadline: float, result, verb: str):
+    """Yield (body, head) for every built-in head on both bodies while time lasts; the first one
+    left out is noted and the result marked incomplete."""
+    for body in BODIES:
+        for head in HEADS:
+            if time.time() > deadline:
+                result.note(f"out of time before {body}/{head}: not {verb}")
+                result.data["incomplete"] = True
+                return
+            yield body, head
+
+
 def device_info() -> dict:
     """Name and memory of CUDA device 0, and whether it is the simulated device of the tests.
 

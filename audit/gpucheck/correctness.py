@@ -164,19 +164,16 @@ def run(result, budget: float, simulated: bool) -> None:
     import time
 
     from audit.device import apply_precision
-    from audit.gpucheck.common import BODIES, HEADS, random_corpus
+    from audit.gpucheck.common import every_arm, random_corpus
 
     apply_precision("fp32")  # TF32 would loosen every tolerance above
     deadline = time.time() + budget
     with tempfile.TemporaryDirectory(prefix="audit-gpu-check-") as tmp:
         corpus = random_corpus(Path(tmp) / "corpus.pt", 500, 4000, 1000, 1000)
-        for body in BODIES:
-            for head in HEADS:
-                if time.time() > deadline:
-                    result.note(f"out of time before {body}/{head}: not checked")
-                    result.data["incomplete"] = True
-                    return
-                compare_run(head, body, corpus, result)
+        for body, head in every_arm(deadline, result, "checked"):
+            compare_run(head, body, corpus, result)
+    if result.data.get("incomplete"):
+        return
     plif_spread(result)
     press_rank(result)
     if simulated:

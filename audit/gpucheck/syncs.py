@@ -84,25 +84,20 @@ def measure(head: str, body: str, corpus: str) -> list[dict]:
 def run(result, budget: float, simulated: bool) -> None:
     import time
 
-    from audit.gpucheck.common import BODIES, HEADS, random_corpus
+    from audit.gpucheck.common import every_arm, random_corpus
 
     deadline = time.time() + budget
     table = []
     with tempfile.TemporaryDirectory(prefix="audit-gpu-check-") as tmp:
         corpus = random_corpus(Path(tmp) / "corpus.pt", 500, 12000, 2000, 1000)
-        for body in BODIES:
-            for head in HEADS:
-                if time.time() > deadline:
-                    result.note(f"out of time before {body}/{head}: not counted")
-                    result.data["incomplete"] = True
-                    break
-                for row in measure(head, body, corpus):
-                    table.append(row)
-                    per_step, per_chunk = row["syncs"] / row["steps"], row["valid_syncs"] / row["valid_chunks"]
-                    result.check(f"syncs per step, {body}/{head} {row['phase']}",
-                                 f"{per_step:.3f} ({row['syncs']} in {row['steps']})", f"<= {STEP_BUDGET:g}",
-                                 per_step <= STEP_BUDGET)
-                    result.check(f"syncs per validation chunk, {body}/{head} {row['phase']}",
-                                 f"{per_chunk:.2f} ({row['valid_syncs']} in {row['valid_chunks']})",
-                                 f"<= {CHUNK_BUDGET:g}", per_chunk <= CHUNK_BUDGET)
+        for body, head in every_arm(deadline, result, "counted"):
+            for row in measure(head, body, corpus):
+                table.append(row)
+                per_step, per_chunk = row["syncs"] / row["steps"], row["valid_syncs"] / row["valid_chunks"]
+                result.check(f"syncs per step, {body}/{head} {row['phase']}",
+                             f"{per_step:.3f} ({row['syncs']} in {row['steps']})", f"<= {STEP_BUDGET:g}",
+                             per_step <= STEP_BUDGET)
+                result.check(f"syncs per validation chunk, {body}/{head} {row['phase']}",
+                             f"{per_chunk:.2f} ({row['valid_syncs']} in {row['valid_chunks']})",
+                             f"<= {CHUNK_BUDGET:g}", per_chunk <= CHUNK_BUDGET)
     result.figure("syncs", table)
