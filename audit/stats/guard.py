@@ -156,13 +156,15 @@ def guard_comparisons(table: pd.DataFrame, runs: pd.DataFrame, baselines: pd.Dat
 
 def claim_heads(claim: dict, runs: pd.DataFrame, corpus: str, correlations: list[dict]) -> list[str]:
     """The arms a claim's verdict is drawn from: a comparison's two heads; a one-sample claim's
-    head; a correlation's heads
-    (its names and patterns matched against the corpus's heads; none given, every head)."""
+    head; a correlation's heads (its names and patterns matched against the corpus's heads; none
+    given, every head); none for an untestable claim."""
     if "comparison" in claim:
         comp = resolve(claim, runs, corpus)["comparison"]
         return [str(comp["head_a"]), str(comp["head_b"])]
     if "one_sample" in claim:
         return [str(claim["one_sample"]["head"])]
+    if "correlation" not in claim:   # an untestable claim: no verdict, so no arm to guard
+        return []
     spec = next((c for c in correlations if c["name"] == claim["correlation"]["name"]), None)
     return correlation_heads(spec, runs, corpus)
 

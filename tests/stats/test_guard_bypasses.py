@@ -94,3 +94,17 @@ def test_comparisons_and_correlations_carry_the_same_label():
     corr = guard.guard_correlations(correlations_table(runs, CONFIG, FAST), runs, BASE, CONFIG)
     assert corr["note"].str.startswith("not informative: gss: no baseline for this vocabulary").all()
     assert corr["pearson_r"].equals(correlations_table(runs, CONFIG, FAST)["pearson_r"])   # statistics kept
+
+
+def test_an_untestable_claim_beside_a_guarded_arm_keeps_its_row():
+    # the guard asked every claim for its arms and read claim["correlation"] of an untestable one
+    # (KeyError, the whole stats job down) once a guarded arm was in the study
+    runs = runs_table({"softmax": 150.0, "mos": 100.0})
+    runs.loc[runs["head"] == "mos", "test_ppl"] = np.nan
+    untestable = {"id": "saturates", "source": "s", "statement": "small heads saturate", "untestable": "why not"}
+    config = dict(CONFIG, comparisons=[], correlations=[], claims=[RANK_CLAIM, untestable])
+    before, after = judged(runs, config)
+    assert guard.claim_heads(untestable, runs, "ptb", []) == []   # was every head: relabelled
+    assert guard.claim_heads(untestable, runs, "ptb", [{"name": "c"}]) == []   # was a KeyError
+    assert after.loc["mos-rank", "verdict"] == guard.VERDICT
+    assert after.loc["saturates"].equals(before.loc["saturates"])
