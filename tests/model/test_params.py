@@ -7,6 +7,7 @@ Softmax-dagger (d = 280) "16.35M" and Softmax-double-dagger (d = 340) "17.56M".
 """
 
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -160,6 +161,7 @@ def test_params_cli_counts_at_the_studys_restricted_vocabulary(tmp_path, capsys,
     assert rows["softmax_matched"][:2] == [str(softmax(solved)), f"d={solved}"]
     config["data"]["vocab_size"] = 20000
     path.write_text(yaml.safe_dump(config))
-    message = r"^config key data.vocab_size: 20000 must be between 2 and the corpus's 10,000 words$"
+    # found when the config is read (the softmax_matched arm is solved there), naming the file
+    message = rf"^{re.escape(str(path))}: config key data.vocab_size: 20000 must be between 2 and the corpus's 10,000 words$"
     with pytest.raises(AuditError, match=message):
         main([str(path)])
