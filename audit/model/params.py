@@ -81,7 +81,8 @@ def solve_matched_size(target_params: int, base_cfg, tolerance: float | None = N
     if step == 1:
         best = _nearest(target_params, lambda d: dataclasses.replace(base_cfg, emb_size=d, last_size=None))
         if _gap(best, target_params) > tolerance and options["adjust_hidden"] and _hidden_grows(base_cfg):
-            best = min(best, _close_with(base_cfg, target_params, "hidden_size", 1), key=lambda c: _gap(c, target_params))
+            closed = _close_with(base_cfg, target_params, "hidden_size", 1)
+            best = min(best, closed, key=lambda c: _gap(c, target_params))
     else:
         best = _close_with(base_cfg, target_params, "hidden_size", step)
     gap = _gap(best, target_params)

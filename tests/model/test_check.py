@@ -199,8 +199,8 @@ def test_a_size_out_of_reach_on_an_outside_body_is_found_at_config_time(parts):
               "data": {"corpora": ["ptb"]}}
     message = error_of(config)
     assert message.startswith("cfg.yaml: config key heads[2].options.tolerance: matching arm 'mix' on ptb "
-                              f"(V=10000): softmax_matched: closest size d=16 is {5000 / target:.2%} away from {target} "
-                              "parameters (tolerance 0.5%)"), message
+                              f"(V=10000): softmax_matched: closest size d=16 is {5000 / target:.2%} away from "
+                              f"{target} parameters (tolerance 0.5%)"), message
 
 
 def test_the_train_job_solves_what_the_check_solved(parts):

@@ -162,7 +162,8 @@ def test_params_cli_counts_at_the_studys_restricted_vocabulary(tmp_path, capsys,
     config["data"]["vocab_size"] = 20000
     path.write_text(yaml.safe_dump(config))
     # found when the config is read (the softmax_matched arm is solved there), naming the file
-    message = rf"^{re.escape(str(path))}: config key data.vocab_size: 20000 must be between 2 and the corpus's 10,000 words$"
+    message = (rf"^{re.escape(str(path))}: config key data.vocab_size: 20000 must be between 2 and the "
+               r"corpus's 10,000 words$")
     with pytest.raises(AuditError, match=message):
         main([str(path)])
 
