@@ -200,7 +200,25 @@ def check_study(config: dict, source: str = "config") -> dict:
         schedule.check(config, source)
     for name in _UNIQUE:
         _check_unique(name, config[name], source)
+    if needs_model_check(config):
+        from audit.model.check import check_models   # imports torch: only for the studies that need it
+
+        check_models(config, source)
     return config
+
+
+def needs_model_check(config: dict) -> bool:
+    """Whether ``check_study`` builds the arms on torch's meta device (``audit.model.check``): a
+    study with language-model runs and an arm whose head or body is an import path, or a
+    ``softmax_matched`` arm (its size is solved by building models). Torch-free: a study of
+    built-in parts without matching is checked without importing torch."""
+    from audit.model.importpath import is_import_path
+
+    if not config["data"]["corpora"]:
+        return False
+    bodies = [{**config["model"], **entry.get("model", {})}.get("body", "awd_lstm") for entry in config["heads"]]
+    return any(entry["head"] == "softmax_matched" or is_import_path(entry["head"]) or is_import_path(body)
+               for entry, body in zip(config["heads"], bodies))
 
 
 def grid_value_label(value) -> str:
@@ -338,8 +356,21 @@ def _check_semantics(config: dict, schema: dict, source: str) -> None:
                                      f"set it in the top-level train section")
         _check_body_and_training(config, entry, i, source)
         target = entry["options"].get("match")
-        if entry["head"] == "softmax_matched" and target not in names:
-            raise AuditError(f"{source}: config key heads[{i}].options.match: must name another head, got {target!r}")
+        if entry["head"] == "softmax_matched":
+            if target not in names or target == entry["name"]:
+                raise AuditError(f"{source}: config key heads[{i}].options.match: must name another head, "
+                                 f"got {target!r}")
+            _check_matched_options(entry["options"], f"{source}: config key heads[{i}].options")
+
+
+def _check_matched_options(options: dict, key: str) -> None:
+    """softmax_matched's options against the schema's ``$defs/softmax_matched_options`` (no
+    defaults written: they are x-default, applied by the solver)."""
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(
+        _schema()["$defs"]["softmax_matched_options"]).iter_errors(options))
+    if error is not None:
+        where = "".join(f".{p}" for p in error.absolute_path)
+        raise AuditError(f"{key}{where}: {' '.join(error.message.split())}")
 
 
 def load_study(path: str | Path) -> dict:

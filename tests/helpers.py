@@ -62,6 +62,15 @@ def doc_example(page: str) -> str:
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
+def doc_blocks(page: str, language: str) -> list[str]:
+    """Every fenced code block of ``language`` (python, yaml, sh, text) in docs/<page>, in order."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / page).read_text()
+    return re.findall(rf"```{language}\n(.*?)```", text, re.S)
+
+
 def write_package(root, package: str, modules: dict[str, str]):
     """A package ``package`` under ``root`` holding ``modules`` {name: source}; returns root."""
     from pathlib import Path

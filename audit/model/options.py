@@ -4,9 +4,15 @@ Torch-free, so that config validation and Snakemake's parse of the workflow can 
 names and options without importing torch; ``audit.model.heads`` builds its classes on it.
 """
 
+from audit.config import schema_defaults
+
+# softmax_matched's options: the arm whose parameter count to match, and how (the schema's
+# $defs/softmax_matched_options, where their defaults live)
+MATCHED_OPTIONS = {"match": None, **schema_defaults("softmax_matched_options", unfilled=True)}
+
 HEAD_OPTIONS: dict[str, dict] = {
     "softmax": {},
-    "softmax_matched": {"match": None},   # the arm whose parameter count to match
+    "softmax_matched": MATCHED_OPTIONS,
     "sigsoftmax": {},
     "gss": {"c": 0.0, "k": 2.0},
     "plif": {"knots": 100_000, "bound": 20.0, "w_scale": 1.0, "lr": 0.02, "seed": None},

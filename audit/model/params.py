@@ -15,11 +15,18 @@ import dataclasses
 import torch
 
 from audit.errors import AuditError
+from audit.model.options import MATCHED_OPTIONS
 
 # Vocabulary sizes of the pinned (checksummed) training files, used when no mirror is at hand;
 # tests/test_params.py recounts them from the mirror.
 PINNED_VOCAB = {"ptb": 10000, "wikitext-2": 33278}
-MATCH_TOLERANCE = 0.005  # softmax_matched must come within 0.5% of its target's count
+# softmax_matched must come within this relative gap of its target's count unless its
+# options.tolerance says otherwise (the schema's $defs/softmax_matched_options: 0.5%)
+MATCH_TOLERANCE = MATCHED_OPTIONS["tolerance"]
+
+
+class MatchMissed(AuditError):
+    """No size of the capacity-matched softmax comes within its tolerance of the target count."""
 
 
 def count_params(cfg) -> int:
@@ -38,7 +45,7 @@ def count_params(cfg) -> int:
     return count_parameters(model)
 
 
-def solve_matched_size(target_params: int, base_cfg, tolerance: float = MATCH_TOLERANCE):
+def solve_matched_size(target_params: int, base_cfg, tolerance: float | None = None):
     """The tied softmax model whose parameter count is closest to ``target_params``.
 
     Varies emb_size = last_size (d = d', as the softmax family requires) with every other
@@ -47,34 +54,62 @@ def solve_matched_size(target_params: int, base_cfg, tolerance: float = MATCH_TO
     last LSTM layers, 4 d^2 + ... ), so a bisection finds the two integers around the target
     and the nearer one wins (ties go to the smaller model).
 
+    One step of d moves the count by about V + 8 d (the embedding row and the LSTM layers), so
+    at a small d (V = 10000, d = 16: ~5%) d alone may land nowhere within the tolerance. Then,
+    on an AWD-LSTM of two or more layers (options.adjust_hidden, default true), d is the largest
+    that keeps the model within the target and the hidden size H, whose step is about 8 (d + H),
+    closes the gap, as the Transformer's MLP width does. A size d alone reaches keeps H, so a
+    study that matched before this fallback existed solves to the same model.
+
     Args:
         target_params: the count to match, e.g. ``count_params`` of the MoS arm.
-        base_cfg: ModelConfig of the softmax arm (hidden size, layers, vocabulary, head).
-        tolerance: largest accepted relative gap.
+        base_cfg: ModelConfig of the softmax arm (hidden size, layers, vocabulary, head); its
+            ``head_options`` may hold ``tolerance`` and ``adjust_hidden``.
+        tolerance: largest accepted relative gap; None: ``head_options["tolerance"]``, else
+            ``MATCH_TOLERANCE``.
 
     Returns:
-        A ModelConfig copy with the solved emb_size and last_size None.
+        A ModelConfig copy with the solved emb_size (and hidden_size) and last_size None.
 
     Raises:
-        AuditError: if no size comes within ``tolerance`` (e.g. the target is below the
-            count of d = 1).
+        MatchMissed: if no size comes within ``tolerance`` (e.g. the target is below the
+            count of d = 1); the message names the closest size and its gap.
     """
+    options = {**MATCHED_OPTIONS, **base_cfg.head_options}
+    tolerance = float(options["tolerance"]) if tolerance is None else tolerance
     step = size_step(base_cfg)
     if step == 1:
         best = _nearest(target_params, lambda d: dataclasses.replace(base_cfg, emb_size=d, last_size=None))
+        if _gap(best, target_params) > tolerance and options["adjust_hidden"] and _hidden_grows(base_cfg):
+            closed = _close_with(base_cfg, target_params, "hidden_size", 1)
+            best = min(best, closed, key=lambda c: _gap(c, target_params))
     else:
-        # d must be a multiple of ``step`` (the Transformer's heads): the largest such d whose
-        # model stays within the target, then the MLP width closes the gap (2 d + 1 parameters
-        # per unit and block, a fine enough grain for the tolerance)
-        k = _nearest(target_params, lambda k: dataclasses.replace(base_cfg, emb_size=k * step, last_size=None),
-                     below=True)
-        fixed = dataclasses.replace(base_cfg, emb_size=k.emb_size, last_size=None)
-        best = _nearest(target_params, lambda h: dataclasses.replace(fixed, hidden_size=h))
-    gap = abs(count_params(best) - target_params) / target_params
+        best = _close_with(base_cfg, target_params, "hidden_size", step)
+    gap = _gap(best, target_params)
     if gap > tolerance:
-        raise AuditError(f"softmax_matched: closest size d={best.emb_size} is {gap:.2%} away from "
-                         f"{target_params} parameters (tolerance {tolerance:.1%})")
+        second = f", H={best.hidden_size}" if best.hidden_size != base_cfg.hidden_size else ""
+        raise MatchMissed(f"softmax_matched: closest size d={best.emb_size}{second} is {gap:.2%} away from "
+                          f"{target_params} parameters (tolerance {tolerance * 100:g}%)")
     return best
+
+
+def _gap(cfg, target: int) -> float:
+    return abs(count_params(cfg) - target) / target
+
+
+def _close_with(base_cfg, target: int, field: str, step: int):
+    """The largest d (a multiple of ``step``) whose model stays within ``target``, then ``field``
+    solved to the count nearest it: 2 d + 1 parameters per unit and block for a Transformer's
+    MLP width, about 8 (d + H) per unit for an LSTM's hidden size."""
+    k = _nearest(target, lambda k: dataclasses.replace(base_cfg, emb_size=k * step, last_size=None), below=True)
+    fixed = dataclasses.replace(base_cfg, emb_size=k.emb_size, last_size=None)
+    return _nearest(target, lambda x: dataclasses.replace(fixed, **{field: x}))
+
+
+def _hidden_grows(cfg) -> bool:
+    """Whether the count grows strictly with the hidden size: the built-in AWD-LSTM with an
+    inner layer (one layer maps d -> d' with no H; an outside body promises nothing)."""
+    return cfg.body == "awd_lstm" and cfg.n_layers >= 2
 
 
 def size_step(cfg) -> int:

@@ -2,6 +2,7 @@
 model, trained a step, counted for the capacity-matched softmax."""
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -9,7 +10,7 @@ import torch
 from audit.config import check_study
 from audit.model.awd_lstm import LanguageModel, ModelConfig, count_parameters
 from audit.model.params import head_counts
-from tests.helpers import doc_example, write_package
+from tests.helpers import doc_blocks, doc_example, write_package
 
 V = 50
 SIZES = {"emb_size": 8, "hidden_size": 16, "n_layers": 2}
@@ -73,3 +74,78 @@ def test_bodies_example_streams_counts_and_trains(docs_pkg, ptb_corpus):
     trainer = Trainer(tiny_settings(epochs=1, model={"body": path}), str(ptb_corpus), log=lambda m: None)
     row = trainer.run_epoch()
     assert row["valid_loss"] < math.log(len(trainer.vocab))   # it learns something in one epoch
+
+
+@pytest.fixture
+def docs_site(tmp_path, monkeypatch):
+    """The modules the docs' configs name (myheads, mybodies) on sys.path, and a study folder
+    holding configs/ as the current directory (the docs' commands read configs/mine.yaml)."""
+    from tests.model.test_check import PARTS
+
+    write_package(tmp_path / "site", "myheads", {"temperature": doc_example("heads.md"),
+                                                  "scaled": doc_blocks("heads.md", "python")[0], "parts": PARTS})
+    write_package(tmp_path / "site", "mybodies", {"gru": doc_example("bodies.md"), "wide": PARTS})
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    (tmp_path / "study" / "configs").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "study")
+    return tmp_path / "study"
+
+
+def documented_commands(page: str) -> list[list[str]]:
+    """The commands of the page's sh blocks, without the PYTHONPATH=... prefix and the comment."""
+    import shlex
+
+    return [[word for word in shlex.split(line, comments=True) if "=" not in word]
+            for block in doc_blocks(page, "sh") for line in block.splitlines() if line.strip()]
+
+
+def run_documented_check(page: str, config: dict, capsys) -> tuple[int, str]:
+    """Write ``config`` to configs/mine.yaml and run the page's `python -m audit validate` on it."""
+    import yaml
+
+    from audit.__main__ import main
+
+    Path("configs/mine.yaml").write_text(yaml.safe_dump(config))
+    commands = documented_commands(page)
+    validate = [c for c in commands if c[:4] == ["python", "-m", "audit", "validate"]]
+    assert len(validate) == 1 and ["snakemake", "-n", "--configfile", "configs/mine.yaml"] in commands
+    capsys.readouterr()
+    code = main(validate[0][3:])
+    return code, capsys.readouterr().err.strip()
+
+
+@pytest.mark.parametrize("page", ["heads.md", "bodies.md"])
+def test_docs_configs_pass_the_documented_check(docs_site, capsys, page):
+    """Every YAML example of the page (the per-arm body of docs/bodies.md among them), completed
+    with a study name and seeds, passes the check command the page documents."""
+    import yaml
+
+    blocks = [yaml.safe_load(block) for block in doc_blocks(page, "yaml")]
+    assert blocks
+    for block in blocks:
+        assert run_documented_check(page, {"study": "docs", "seeds": [1], **block}, capsys) == (0, "")
+    if page == "bodies.md":   # the per-arm syntax is documented, and it is an arm's own body
+        assert any(arm.get("model", {}).get("body") == "mybodies.gru:GRUBody"
+                   for block in blocks for arm in block.get("heads", []))
+
+
+SMALL = {"emb_size": 16, "hidden_size": 64, "n_layers": 2}
+
+
+@pytest.mark.parametrize("page, index, config", [
+    # the meta-device rule: the page's own counter-example
+    ("heads.md", 0, {"model": SMALL, "heads": [{"name": "softmax"},
+                                                {"name": "scaled", "import": "myheads.scaled:ScaledSoftmax"}]}),
+    # a size softmax_matched cannot reach (myheads.parts:ExtraHead: the softmax and 5000 idle parameters)
+    ("heads.md", 1, {"model": {**SMALL, "body": "mybodies.gru:GRUBody"},
+                     "heads": [{"name": "softmax"},
+                               {"name": "mix", "import": "myheads.parts:ExtraHead", "options": {"extra": 5000}},
+                               {"name": "softmax_matched", "options": {"match": "mix"}}]}),
+    # a body whose d_out says 16 and whose features are 17 wide, on one arm
+    ("bodies.md", 0, {"model": SMALL, "heads": [{"name": "softmax"},
+                                                 {"name": "wide", "head": "softmax",
+                                                  "model": {"body": "mybodies.wide:WideBody"}}]}),
+])
+def test_docs_error_lines_are_what_the_check_prints(docs_site, capsys, page, index, config):
+    code, err = run_documented_check(page, {"study": "docs", "seeds": [1], **config}, capsys)
+    assert code == 1 and err == doc_blocks(page, "text")[index].strip()

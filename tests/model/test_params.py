@@ -7,6 +7,7 @@ Softmax-dagger (d = 280) "16.35M" and Softmax-double-dagger (d = 340) "17.56M".
 """
 
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -160,6 +161,44 @@ def test_params_cli_counts_at_the_studys_restricted_vocabulary(tmp_path, capsys,
     assert rows["softmax_matched"][:2] == [str(softmax(solved)), f"d={solved}"]
     config["data"]["vocab_size"] = 20000
     path.write_text(yaml.safe_dump(config))
-    message = r"^config key data.vocab_size: 20000 must be between 2 and the corpus's 10,000 words$"
+    # found when the config is read (the softmax_matched arm is solved there), naming the file
+    message = (rf"^{re.escape(str(path))}: config key data.vocab_size: 20000 must be between 2 and the "
+               r"corpus's 10,000 words$")
     with pytest.raises(AuditError, match=message):
         main([str(path)])
+
+
+def test_hidden_size_closes_the_gap_d_alone_cannot():
+    """smoke.yaml's sizes (V = 10000, d = 16, H = 64, two layers) against the issue's 216,240: one
+    step of d moves the count by ~5%, so d alone misses (d = 18, 0.61%); the largest d within the
+    target (17) and the H nearest it then land. Golden values by brute force over the closed form."""
+    from audit.model.params import MatchMissed
+
+    V, target = 10000, 216_240
+    formula = lambda d, H: lstm_softmax_formula(V, d, H, layers=2)  # noqa: E731
+    base = ModelConfig(vocab_size=V, emb_size=16, hidden_size=64, n_layers=2, head="softmax_matched")
+    nearest_d = min(range(1, 64), key=lambda d: (abs(formula(d, 64) - target), d))
+    assert nearest_d == 18 and round(abs(formula(18, 64) - target) / target, 4) == 0.0061
+    with pytest.raises(MatchMissed, match=r"^softmax_matched: closest size d=18 is 0\.61% away from 216240 "
+                                          r"parameters \(tolerance 0\.5%\)$"):
+        solve_matched_size(target, dataclasses.replace(base, head_options={"adjust_hidden": False}))
+    d = max(e for e in range(1, 64) if formula(e, 64) <= target)
+    H = min(range(1, 1000), key=lambda h: (abs(formula(d, h) - target), h))
+    solved = solve_matched_size(target, base)
+    assert (solved.emb_size, solved.hidden_size, solved.last_size) == (d, H, None) == (17, 77, None)
+    assert count_params(solved) == formula(d, H) and abs(formula(d, H) - target) <= 0.005 * target
+    # the tolerance is the arm's option: 1% takes d alone
+    loose = solve_matched_size(target, dataclasses.replace(base, head_options={"tolerance": 0.01}))
+    assert (loose.emb_size, loose.hidden_size) == (18, 64)
+
+
+def test_one_layer_lstm_has_no_hidden_size_to_adjust():
+    """One layer maps d -> d with no H: a target halfway between two d's is out of reach (~2.5%)."""
+    from audit.model.params import MatchMissed
+
+    base = ModelConfig(vocab_size=10000, emb_size=16, hidden_size=64, n_layers=1, head="softmax_matched")
+    counts = [count_params(dataclasses.replace(base, emb_size=d)) for d in (16, 17)]
+    assert counts[0] == lstm_softmax_formula(10000, 16, 64, layers=1)
+    with pytest.raises(MatchMissed, match=r"closest size d=1[67] is 2\.\d\d% away") as err:
+        solve_matched_size(sum(counts) // 2, base)
+    assert "H=" not in str(err.value)
