@@ -97,3 +97,24 @@ def test_the_measurements_since_2021_become_columns(tmp_path):
     assert runs.loc["mos", "argmax_argmaxable"] == 7 and runs.loc["mos", "argmax_unresolved"] == 93
     assert pd.isna(runs.loc["softmax", "argmax_argmaxable"])     # not in this softmax's eval.json
     assert list(runs["gradient_share"]) == [0.75, 0.25]
+
+
+def test_the_guard_finds_the_baseline_of_a_collected_runs_table(tmp_path):
+    # the guard matches a run to its unigram on (corpus, vocab_size, test_tokens); the runs
+    # table lacked test_tokens, so on a real study every arm was "no baseline for this vocabulary"
+    import numpy as np
+
+    from audit.stats import guard
+
+    runs = []
+    for head, ppl in (("softmax", 90.0), ("mos", 85.0)):
+        run = _run(tmp_path, head, 1, ppl=ppl)
+        result = json.loads((run / "eval.json").read_text())
+        result.update(test_tokens=82_429, contexts=2_000, vocab_size=2_000)
+        (run / "eval.json").write_text(json.dumps(result))
+        runs.append(run)
+    table = collect(runs)[0]
+    assert list(table["test_tokens"]) == [82_429, 82_429]
+    baselines = pd.DataFrame([{"corpus": "ptb", "vocab_size": 2000, "n_test": 82_430, "unigram_ppl": 196.5}])
+    status = guard.arm_status(table, baselines).set_index("head")
+    assert np.allclose(status["unigram_ppl"], 196.5) and status["why"].fillna("").eq("").all(), status
