@@ -344,7 +344,9 @@ def render(runs_path: str, config_path: str, table_paths: list[str], figure_path
         "figures": figures, "provenance": provenance,
         "config_yaml": yaml.safe_dump(provenance["config"] if provenance else config, sort_keys=False),
         "warnings": group_warnings(warnings), "warning_titles": WARNING_TITLES, "n_warnings": len(warnings),
-        "verdict_counts": _counts(claims), "published": published, "scales": scales,
+        # the headline counts the claims this study tested; not run and untestable ones are listed
+        # apart, never counted as a verdict (their claims.csv verdict is "inconclusive")
+        "verdict_counts": _counts(tested), "n_untested": len(claims) - len(tested), "published": published, "scales": scales,
         "baselines": records(tables.get("baselines")),
         "published_counts": _counts(published["claims"]),
     }

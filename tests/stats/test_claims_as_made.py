@@ -106,6 +106,10 @@ def test_ours_and_untestable_reach_the_claims_table_and_the_page(tmp_path):
     untested = html[html.index("Claims this study cannot test"):]
     assert "untestable: the runs keep their best epoch" in untested
     assert 'class="claim v-border-inconclusive" id="claim-sat' not in html
+    # ... and out of the headline's verdict counts: "1 not tested" beside the tested claim's verdict
+    head = html[html.index('<p class="meta">'):html.index("</p>", html.index('<p class="meta">'))]
+    assert '<span class="badge v-not_run">1 not tested</span>' in head
+    assert head.count('<span class="badge v-') == 2, head
 
 
 def test_the_claims_file_judges_grivas_on_the_authors_box_and_shows_ours_beside_it():
