@@ -6,12 +6,13 @@ number):
 
 - ``argmax_fields``: unargmaxable tokens over the box of the head's inputs. The exact tiers
   (``audit.evaluate.argmax``) for every head whose log-P is a softmax of ``W x + b`` after an
-  increasing element-wise map (softmax, the capacity-matched softmax, sigsoftmax, GSS, PLIF and
-  its frozen control: ``from_logits`` is not None), with x the body's output in the body's box
+  increasing element-wise map shared by every word (softmax, the capacity-matched softmax,
+  sigsoftmax, GSS, PLIF and its frozen control: the heads that declare ``order_preserving``,
+  ``HeadProtocol``), with x the body's output in the body's box
   (``output_box``: [-1, 1]^d for the AWD-LSTM, per coordinate from the Transformer's final
   LayerNorm), and for MoC, whose one softmax reads W xbar + b with xbar a convex combination of
   tanh contexts, in [-1, 1]^d whatever the body. Every other head (MoS, its uniform-gate
-  ablation, Mixtape, an outside head without an exact test) gets the witness search
+  ablation, Mixtape, an outside head that does not declare ``order_preserving``) gets the witness search
   (``audit.evaluate.argmax_search``): a certified lower bound on its argmaxable tokens,
   ``unargmaxable`` None. A body with no box leaves the test unmeasured (except MoC's).
   The exact heads are tested a second time over the authors' box, [-100, 100]^d
@@ -40,14 +41,12 @@ SOFTMAX_HEADS = ("softmax", "softmax_matched")
 
 def exact_argmax_head(head) -> bool:
     """Whether the tiered exact test applies: a head with an output layer (``output_layer()``)
-    whose log-P is a softmax of W x + b after an increasing map (``from_logits``), or MoC's one
-    softmax over W xbar + b."""
-    layer = head.output_layer()
-    if layer is None:
-        return False
-    w = layer[0]
-    return isinstance(head, MoC) or \
-        head.from_logits(torch.zeros(1, w.shape[0], dtype=w.dtype, device=w.device)) is not None
+    that declares its log-P order-preserving in the logits of that layer (``order_preserving``,
+    ``HeadProtocol``: the softmax family and MoC's one softmax over W xbar + b). Declared, not
+    inferred from ``from_logits``: a per-token map (a scale of its own per word) is a function
+    of l alone too, yet it can make a token the argmax that W x + b never ranks first (issue 37:
+    tests/evaluate/test_debate.py's affine head)."""
+    return bool(getattr(head, "order_preserving", False)) and head.output_layer() is not None
 
 
 def argmax_fields(head, train_ids: torch.Tensor, vocab: list[str], options: dict,
