@@ -29,7 +29,7 @@ def test_grid_arms_get_their_group_and_grid_values(tmp_path):
             _run(tmp_path, "gss_c-1.5_k2.5", 1, settings=point, ppl=90.0)]
     runs, pairs = collect(dirs)
     assert list(runs.columns[:len(BASE_COLUMNS)]) == BASE_COLUMNS
-    assert list(runs.columns[len(BASE_COLUMNS):]) == ["arm_group", "grid_c", "grid_k", "wordsim_EN-MC-30"]
+    assert list(runs.columns[len(BASE_COLUMNS):]) == ["body", "arm_group", "grid_c", "grid_k", "wordsim_EN-MC-30"]
     assert list(runs["head"]) == ["gss_c-1.5_k2.5", "softmax", "softmax"] and list(runs["seed"]) == [1, 1, 2]
     gss, failed = runs.iloc[0], runs.iloc[1]
     assert (gss.arm_group, gss.grid_c, gss.grid_k, gss.test_ppl, gss.train_ppl) == ("gss", -1.5, 2.5, 90.0, 95.0)
@@ -97,3 +97,17 @@ def test_the_measurements_since_2021_become_columns(tmp_path):
     assert runs.loc["mos", "argmax_argmaxable"] == 7 and runs.loc["mos", "argmax_unresolved"] == 93
     assert pd.isna(runs.loc["softmax", "argmax_argmaxable"])     # not in this softmax's eval.json
     assert list(runs["gradient_share"]) == [0.75, 0.25]
+
+
+def test_each_run_records_its_body(tmp_path):
+    """Issue 37, item 5: a study may give each arm its own body; the table says which one. The
+    model the run was built with wins over the settings; a run recorded before bodies existed
+    (neither says) was an AWD-LSTM."""
+    gru = _run(tmp_path, "gru", 1, settings={"model": {"body": "mybodies.gru:GRUBody"}})
+    built = _run(tmp_path, "transformer", 1, settings={"model": {}})
+    metrics = json.loads((built / "metrics.json").read_text())
+    (built / "metrics.json").write_text(json.dumps({**metrics, "model": {"body": "transformer"}}))
+    old = _run(tmp_path, "softmax", 1)
+    runs = collect([gru, built, old])[0].set_index("head")
+    assert runs["body"].to_dict() == {"gru": "mybodies.gru:GRUBody", "softmax": "awd_lstm",
+                                      "transformer": "transformer"}

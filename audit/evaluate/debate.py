@@ -20,8 +20,9 @@ number):
   ``unargmaxable_box100``, ``argmax_unresolved_box100``, ``argmax_seconds_box100``; the witness
   search, whose heads the authors did not test, runs over the body's box alone.
 - ``hidden_gap_fields``: the hidden size read from the double-centred log-P spectrum
-  (``audit.evaluate.hidden_gap``), with its positive control on the softmax heads: the estimate
-  is the rank the body implies and the spectrum ends there (``hidden_gap.control``).
+  (``audit.evaluate.hidden_gap``), with its positive control on the heads that declare
+  ``plain_softmax`` over a body that declares ``output_rank``: the estimate is the rank the body
+  implies and the spectrum ends there (``hidden_gap.control``).
 """
 
 from __future__ import annotations
@@ -35,8 +36,6 @@ from audit.evaluate import argmax, argmax_search, hidden_gap
 from audit.model.heads.mixtures import MoC
 
 ARGMAX_COLUMNS = ["token", "word", "status", "train_count"]
-# heads whose double-centred log-P has the rank the body implies (the control of hidden_gap_ok)
-SOFTMAX_HEADS = ("softmax", "softmax_matched")
 
 
 def exact_argmax_head(head) -> bool:
@@ -120,29 +119,41 @@ def _table(unargmaxable: np.ndarray, unresolved: np.ndarray, vocab: list[str], c
                          "train_count": counts[tokens]})[ARGMAX_COLUMNS]
 
 
-def hidden_gap_fields(sv: np.ndarray, head_name: str, d: int, body_rank: int | None) -> dict:
+def hidden_gap_fields(sv: np.ndarray, plain_softmax: bool, d: int, body_rank: int | None,
+                      body: str = "the body") -> dict:
     """eval.json fields of the hidden-size estimate from the double-centred log-P spectrum.
 
     Args:
         sv: singular values of the double-centred log-P rows, descending.
-        head_name: the run's head type (``settings["head"]``).
-        d: the output embedding size (columns of W).
+        plain_softmax: the head declares ``plain_softmax`` (``HeadProtocol``: log-P is
+            log_softmax(W h + b), the built-in softmax and softmax_matched, or an outside head
+            that says so); the control is keyed on this trait, never on the arm's or head's name.
+        d: the output layer's width (columns of W).
         body_rank: the body's ``output_rank`` (d for the AWD-LSTM, d - 1 under the
             Transformer's final LayerNorm); None: the body states none, and no control applies.
+        body: the body's name, for the note of a control that could not run.
 
     Returns:
-        ``hidden_gap_dim``, ``hidden_gap_ratio`` (inf: the drop to unresolved values); on the
-        softmax heads with a known body rank, ``hidden_gap_expected`` = min(body_rank, d) (the
-        rank of their double-centred log-P), ``hidden_gap_miss`` = |dim - expected|,
+        ``hidden_gap_dim``, ``hidden_gap_ratio`` (inf: the drop to unresolved values); on a
+        plain softmax with a known body rank, ``hidden_gap_expected`` = min(body_rank, d) (the
+        rank of its double-centred log-P), ``hidden_gap_miss`` = |dim - expected|,
         ``hidden_gap_residual`` = s_{expected+1} / s_1 and ``hidden_gap_ok``
-        (``hidden_gap.control``); None on the others (no known rank).
+        (``hidden_gap.control``); None on the other heads (no known rank). A plain softmax on a
+        body that states no rank gets ``hidden_gap_note`` "not measured: ..." instead: the
+        control a reader relies on did not run, and the warnings say so (issue 37: a GRU arm
+        read 15 against d = 16 and nothing flagged it).
     """
     dim, ratio = hidden_gap.largest_gap(sv)
     out = {"hidden_gap_dim": dim, "hidden_gap_ratio": ratio, "hidden_gap_expected": None,
            "hidden_gap_miss": None, "hidden_gap_residual": None, "hidden_gap_ok": None}
-    if body_rank is not None and head_name in SOFTMAX_HEADS:
-        expected = min(int(body_rank), int(d))
-        ok, residual = hidden_gap.control(sv, expected)
-        out.update(hidden_gap_expected=expected, hidden_gap_miss=abs(dim - expected),
-                   hidden_gap_residual=residual, hidden_gap_ok=ok)
+    if not plain_softmax:
+        return out
+    if body_rank is None:
+        out["hidden_gap_note"] = (f"not measured: the hidden-gap control of a softmax needs the rank of the "
+                                  f"body's output, and body {body!r} states no output_rank (docs/bodies.md)")
+        return out
+    expected = min(int(body_rank), int(d))
+    ok, residual = hidden_gap.control(sv, expected)
+    out.update(hidden_gap_expected=expected, hidden_gap_miss=abs(dim - expected),
+               hidden_gap_residual=residual, hidden_gap_ok=ok)
     return out
