@@ -157,3 +157,45 @@ def test_the_hidden_gap_control_keys_on_the_heads_and_bodys_traits_not_names(pac
     assert runs.iloc[0]["body"] == body
     flagged = find_warnings(runs, {"stats": {"min_seeds": 2}}).query("kind == 'hidden_gap'")
     assert len(flagged) == (0 if ok else 1)
+
+
+@pytest.mark.slow
+def test_a_forward_only_head_and_an_outside_body_through_the_dag(tmp_path, mirror):
+    """The whole DAG with a forward-only head and docs/bodies.md's GRU under a softmax: every job
+    succeeds, runs.csv records each arm's body, and the page lists what was not measured."""
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+
+    from tests.test_pipeline import copy_workflow
+
+    (tmp_path / "work").mkdir()
+    workdir = copy_workflow(tmp_path / "work")
+    config = yaml.safe_load((workdir / "configs" / "smoke.yaml").read_text())
+    config.update(study="outside37", seeds=[1, 2])
+    config["heads"] = [{"name": "softmax"}, {"name": "gated", "import": "outside37.gated:GatedPair"},
+                       {"name": "gru", "model": {"body": "outside37.gru:GRUBody"}}]
+    config["data"]["max_tokens"] = {"train": 20000, "valid": 2000, "test": 2000}
+    config["train"]["epochs"] = 1
+    config["evaluate"]["contexts"] = 200
+    config["comparisons"] = [{**config["comparisons"][0], "against": ["gated", "gru"]}]
+    config["stats"].update(min_seeds=2, bootstrap_resamples=200)
+    (workdir / "configs" / "outside37.yaml").write_text(yaml.safe_dump(config))
+    packages = write_package(tmp_path / "site", "outside37", {"gated": GATED_PAIR, "gru": doc_example("bodies.md")})
+    path = os.pathsep.join(p for p in (str(packages), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "AUDIT_DATA_MIRROR": str(mirror), "PYTHONPATH": path}
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", "configs/outside37.yaml"],
+                          cwd=workdir, env=env, capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = pd.read_csv(workdir / "reports" / "outside37" / "runs.csv")
+    assert (runs["status"] == "ok").all() and len(runs) == 6
+    assert runs.groupby("head")["body"].first().to_dict() == {"gated": "awd_lstm", "gru": "outside37.gru:GRUBody",
+                                                              "softmax": "awd_lstm"}
+    gated = runs[runs["head"] == "gated"]
+    assert gated["output_spectrum_note"].str.startswith("not measured").all() and gated["unargmaxable"].isna().all()
+    assert runs.loc[runs["head"] == "gru", "hidden_gap_note"].str.contains("states no output_rank").all()
+    assert runs.loc[runs["head"] == "softmax", "hidden_gap_ok"].notna().all()   # the AWD-LSTM states its rank
+    page = (workdir / "reports" / "outside37" / "audit.html").read_text()
+    assert "Measurements not taken" in page and "states no output_rank" in page and "no output_layer()" in page

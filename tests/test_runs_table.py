@@ -111,3 +111,12 @@ def test_each_run_records_its_body(tmp_path):
     runs = collect([gru, built, old])[0].set_index("head")
     assert runs["body"].to_dict() == {"gru": "mybodies.gru:GRUBody", "softmax": "awd_lstm",
                                       "transformer": "transformer"}
+    # the statistics read the body and the not-measured notes as text, not as metrics
+    from audit.stats.io import load_runs
+
+    result = json.loads((gru / "eval.json").read_text())
+    note = "not measured: the hidden-gap control of a softmax needs the rank of the body's output, ..."
+    (gru / "eval.json").write_text(json.dumps({**result, "hidden_gap_note": note, "f_logits_note": "not measured: x"}))
+    collect([gru, built, old])[0].to_csv(tmp_path / "runs.csv", index=False)
+    loaded = load_runs(tmp_path / "runs.csv").set_index("head")
+    assert loaded.loc["gru", "body"] == "mybodies.gru:GRUBody" and loaded.loc["gru", "hidden_gap_note"] == note

@@ -3,8 +3,9 @@
 Per epoch: variable-length BPTT with the learning rate scaled by the sequence length, AR and
 TAR penalties, gradient clipping, then validation with the averaged weights once averaging has
 started (NT-ASGD: non-monotone trigger; ET-ASGD: a fixed epoch), which also records the mean
-cosine similarity of the head's inputs and the singular values of the output weight in the
-epoch's log row (``validation_pass``; one host read per pass). The best-validation weights
+cosine similarity of the head's inputs and, for a head with ``output_layer()``, the singular
+values of the output weight in the epoch's log row (``validation_pass``; one host read per pass;
+a head without one gets ``output_spectrum_note`` in metrics.json). The best-validation weights
 are kept. Every epoch ends with an atomic checkpoint holding everything the next epoch depends
 on (weights, optimiser, average, RNG states, data position), so a killed job restarted with the
 same settings resumes and ends with exactly the metrics of an uninterrupted run on the CPU. A
