@@ -176,7 +176,7 @@ def test_a_forward_only_head_and_an_outside_body_through_the_dag(tmp_path, mirro
     config = yaml.safe_load((workdir / "configs" / "smoke.yaml").read_text())
     config.update(study="outside37", seeds=[1, 2])
     config["heads"] = [{"name": "softmax"}, {"name": "gated", "import": "outside37.gated:GatedPair"},
-                       {"name": "gru", "model": {"body": "outside37.gru:GRUBody"}}]
+                       {"name": "gru", "head": "softmax", "model": {"body": "outside37.gru:GRUBody"}}]
     config["data"]["max_tokens"] = {"train": 20000, "valid": 2000, "test": 2000}
     config["train"]["epochs"] = 1
     config["evaluate"]["contexts"] = 200
