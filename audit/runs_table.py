@@ -29,7 +29,7 @@ BASE_COLUMNS = [
 EXTRA_COLUMNS = [  # present when the head has an element-wise transform f of the logits
     "f_logits_press_rank", "f_logits_erank_1e-3", "f_logits_erank_1e-4", "f_logits_erank_1e-5",
     "f_logits_entropy_rank", "jacobian_fraction_below", "contexts", "epochs_run", "best_epoch",
-    "vocab_size", "emb_size", "tokens_trained", "asgd_epoch", "valid_gain_last",
+    "vocab_size", "emb_size", "tokens_trained", "test_tokens", "asgd_epoch", "valid_gain_last",
     # the measurements since 2021 (audit/evaluate/debate.py); empty where a head has none
     "unargmaxable", "argmax_argmaxable", "argmax_unresolved", "argmax_seconds", "argmax_note",
     # ... the same exact test over Grivas et al.'s box [-100, 100]^d (the body's box above)

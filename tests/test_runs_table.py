@@ -116,7 +116,10 @@ def test_each_run_records_its_body(tmp_path):
 
     result = json.loads((gru / "eval.json").read_text())
     note = "not measured: the hidden-gap control of a softmax needs the rank of the body's output, ..."
-    (gru / "eval.json").write_text(json.dumps({**result, "hidden_gap_note": note, "f_logits_note": "not measured: x"}))
+    (gru / "eval.json").write_text(json.dumps({**result, "hidden_gap_note": note, "f_logits_note": "not measured: x",
+                                               "test_tokens": 1998}))
     collect([gru, built, old])[0].to_csv(tmp_path / "runs.csv", index=False)
     loaded = load_runs(tmp_path / "runs.csv").set_index("head")
     assert loaded.loc["gru", "body"] == "mybodies.gru:GRUBody" and loaded.loc["gru", "hidden_gap_note"] == note
+    # the scored test tokens reach the table: the guard matches an arm to its unigram baseline by them
+    assert loaded.loc["gru", "test_tokens"] == 1998

@@ -163,6 +163,8 @@ def claim_heads(claim: dict, runs: pd.DataFrame, corpus: str, correlations: list
         return [str(comp["head_a"]), str(comp["head_b"])]
     if "one_sample" in claim:
         return [str(claim["one_sample"]["head"])]
+    if "correlation" not in claim:   # an untestable claim: no arm behind its (absent) verdict
+        return []
     spec = next((c for c in correlations if c["name"] == claim["correlation"]["name"]), None)
     return correlation_heads(spec, runs, corpus)
 
