@@ -36,7 +36,12 @@ EXTRA_COLUMNS = [  # present when the head has an element-wise transform f of th
     "unargmaxable_box100", "argmax_unresolved_box100", "argmax_seconds_box100", "gradient_share",
     "gradient_norm_share", "gradient_share_tokens", "gradient_share_note", "hidden_gap_dim",
     "hidden_gap_ratio", "hidden_gap_expected", "hidden_gap_miss", "hidden_gap_residual", "hidden_gap_ok",
+    # why a measurement is missing: "not measured: ..." where the head or body does not support it
+    "hidden_gap_note", "f_logits_note", "output_spectrum_note",
 ]
+# the body each run's head sat on (model.body: awd_lstm, transformer or an import path); runs
+# recorded before bodies existed were AWD-LSTMs
+DEFAULT_BODY = "awd_lstm"
 PAIR_COLUMNS = ["corpus", "head", "seed", "benchmark", "word1", "word2", "gold", "cosine"]
 
 
@@ -56,6 +61,7 @@ def run_row(run_dir: Path) -> tuple[dict, pd.DataFrame]:
     row = {key: metrics.get(key) for key in BASE_COLUMNS + EXTRA_COLUMNS if key in metrics}
     row.update({k: v for k, v in result.items() if k in BASE_COLUMNS + EXTRA_COLUMNS})
     settings = metrics.get("settings", {})
+    row["body"] = (metrics.get("model") or {}).get("body") or settings.get("model", {}).get("body") or DEFAULT_BODY
     row["arm_group"] = settings.get("arm_group", metrics["head"])
     for key, value in settings.get("grid_point", {}).items():
         row[f"grid_{key}"] = value
@@ -72,7 +78,7 @@ def collect(run_dirs: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
     rows, pair_tables = zip(*(run_row(Path(d)) for d in run_dirs))
     runs = pd.DataFrame(list(rows))
     grid = [c for c in runs if c.startswith("grid_")]  # in the order the grids name their keys
-    extra = [c for c in EXTRA_COLUMNS if c in runs] + ["arm_group"] + grid \
+    extra = [c for c in EXTRA_COLUMNS if c in runs] + ["body", "arm_group"] + grid \
         + sorted(c for c in runs if c.startswith("wordsim_"))
     runs = runs.reindex(columns=BASE_COLUMNS + extra)
     runs["error"] = runs["error"].fillna("")

@@ -13,10 +13,12 @@ TRANSFORMER_TRAIN = {"optimizer": "adamw", "lr": 3e-3, "warmup_steps": 5, "wdeca
                      "variable_bptt": False, "alpha": 0.0, "beta": 0.0}
 
 
-def tiny_settings(head="softmax", seed=1, epochs=2, train_tokens=6000, model=None, **train):
-    """The train settings (``audit.config.train_settings``) of one tiny run."""
+def tiny_settings(head="softmax", seed=1, epochs=2, train_tokens=6000, model=None, entry=None, **train):
+    """The train settings (``audit.config.train_settings``) of one tiny run; ``entry``: the whole
+    heads entry (an outside head's ``import``), whose ``name`` then is the arm's."""
+    head = entry["name"] if entry else head
     config = check_study({
-        "study": "tiny", "seeds": [seed], "heads": [{"name": head}],
+        "study": "tiny", "seeds": [seed], "heads": [entry or {"name": head}],
         "data": {"max_tokens": {"train": train_tokens, "valid": 1000, "test": 1000}},
         "model": {"emb_size": 8, "hidden_size": 16, "n_layers": 2, "dropoute": 0.1, "dropouti": 0.1,
                   "dropouth": 0.1, "dropout": 0.1, "wdrop": 0.2, **(model or {})},

@@ -29,7 +29,7 @@ def test_grid_arms_get_their_group_and_grid_values(tmp_path):
             _run(tmp_path, "gss_c-1.5_k2.5", 1, settings=point, ppl=90.0)]
     runs, pairs = collect(dirs)
     assert list(runs.columns[:len(BASE_COLUMNS)]) == BASE_COLUMNS
-    assert list(runs.columns[len(BASE_COLUMNS):]) == ["arm_group", "grid_c", "grid_k", "wordsim_EN-MC-30"]
+    assert list(runs.columns[len(BASE_COLUMNS):]) == ["body", "arm_group", "grid_c", "grid_k", "wordsim_EN-MC-30"]
     assert list(runs["head"]) == ["gss_c-1.5_k2.5", "softmax", "softmax"] and list(runs["seed"]) == [1, 1, 2]
     gss, failed = runs.iloc[0], runs.iloc[1]
     assert (gss.arm_group, gss.grid_c, gss.grid_k, gss.test_ppl, gss.train_ppl) == ("gss", -1.5, 2.5, 90.0, 95.0)
@@ -118,3 +118,29 @@ def test_the_guard_finds_the_baseline_of_a_collected_runs_table(tmp_path):
     baselines = pd.DataFrame([{"corpus": "ptb", "vocab_size": 2000, "n_test": 82_430, "unigram_ppl": 196.5}])
     status = guard.arm_status(table, baselines).set_index("head")
     assert np.allclose(status["unigram_ppl"], 196.5) and status["why"].fillna("").eq("").all(), status
+
+
+def test_each_run_records_its_body(tmp_path):
+    """Issue 37, item 5: a study may give each arm its own body; the table says which one. The
+    model the run was built with wins over the settings; a run recorded before bodies existed
+    (neither says) was an AWD-LSTM."""
+    gru = _run(tmp_path, "gru", 1, settings={"model": {"body": "mybodies.gru:GRUBody"}})
+    built = _run(tmp_path, "transformer", 1, settings={"model": {}})
+    metrics = json.loads((built / "metrics.json").read_text())
+    (built / "metrics.json").write_text(json.dumps({**metrics, "model": {"body": "transformer"}}))
+    old = _run(tmp_path, "softmax", 1)
+    runs = collect([gru, built, old])[0].set_index("head")
+    assert runs["body"].to_dict() == {"gru": "mybodies.gru:GRUBody", "softmax": "awd_lstm",
+                                      "transformer": "transformer"}
+    # the statistics read the body and the not-measured notes as text, not as metrics
+    from audit.stats.io import load_runs
+
+    result = json.loads((gru / "eval.json").read_text())
+    note = "not measured: the hidden-gap control of a softmax needs the rank of the body's output, ..."
+    (gru / "eval.json").write_text(json.dumps({**result, "hidden_gap_note": note, "f_logits_note": "not measured: x",
+                                               "test_tokens": 1998}))
+    collect([gru, built, old])[0].to_csv(tmp_path / "runs.csv", index=False)
+    loaded = load_runs(tmp_path / "runs.csv").set_index("head")
+    assert loaded.loc["gru", "body"] == "mybodies.gru:GRUBody" and loaded.loc["gru", "hidden_gap_note"] == note
+    # the scored test tokens reach the table: the guard matches an arm to its unigram baseline by them
+    assert loaded.loc["gru", "test_tokens"] == 1998

@@ -6,12 +6,13 @@ number):
 
 - ``argmax_fields``: unargmaxable tokens over the box of the head's inputs. The exact tiers
   (``audit.evaluate.argmax``) for every head whose log-P is a softmax of ``W x + b`` after an
-  increasing element-wise map (softmax, the capacity-matched softmax, sigsoftmax, GSS, PLIF and
-  its frozen control: ``from_logits`` is not None), with x the body's output in the body's box
+  increasing element-wise map shared by every word (softmax, the capacity-matched softmax,
+  sigsoftmax, GSS, PLIF and its frozen control: the heads that declare ``order_preserving``,
+  ``HeadProtocol``), with x the body's output in the body's box
   (``output_box``: [-1, 1]^d for the AWD-LSTM, per coordinate from the Transformer's final
   LayerNorm), and for MoC, whose one softmax reads W xbar + b with xbar a convex combination of
   tanh contexts, in [-1, 1]^d whatever the body. Every other head (MoS, its uniform-gate
-  ablation, Mixtape, an outside head without an exact test) gets the witness search
+  ablation, Mixtape, an outside head that does not declare ``order_preserving``) gets the witness search
   (``audit.evaluate.argmax_search``): a certified lower bound on its argmaxable tokens,
   ``unargmaxable`` None. A body with no box leaves the test unmeasured (except MoC's).
   The exact heads are tested a second time over the authors' box, [-100, 100]^d
@@ -19,8 +20,9 @@ number):
   ``unargmaxable_box100``, ``argmax_unresolved_box100``, ``argmax_seconds_box100``; the witness
   search, whose heads the authors did not test, runs over the body's box alone.
 - ``hidden_gap_fields``: the hidden size read from the double-centred log-P spectrum
-  (``audit.evaluate.hidden_gap``), with its positive control on the softmax heads: the estimate
-  is the rank the body implies and the spectrum ends there (``hidden_gap.control``).
+  (``audit.evaluate.hidden_gap``), with its positive control on the heads that declare
+  ``plain_softmax`` over a body that declares ``output_rank``: the estimate is the rank the body
+  implies and the spectrum ends there (``hidden_gap.control``).
 """
 
 from __future__ import annotations
@@ -34,20 +36,16 @@ from audit.evaluate import argmax, argmax_search, hidden_gap
 from audit.model.heads.mixtures import MoC
 
 ARGMAX_COLUMNS = ["token", "word", "status", "train_count"]
-# heads whose double-centred log-P has the rank the body implies (the control of hidden_gap_ok)
-SOFTMAX_HEADS = ("softmax", "softmax_matched")
 
 
 def exact_argmax_head(head) -> bool:
     """Whether the tiered exact test applies: a head with an output layer (``output_layer()``)
-    whose log-P is a softmax of W x + b after an increasing map (``from_logits``), or MoC's one
-    softmax over W xbar + b."""
-    layer = head.output_layer()
-    if layer is None:
-        return False
-    w = layer[0]
-    return isinstance(head, MoC) or \
-        head.from_logits(torch.zeros(1, w.shape[0], dtype=w.dtype, device=w.device)) is not None
+    that declares its log-P order-preserving in the logits of that layer (``order_preserving``,
+    ``HeadProtocol``: the softmax family and MoC's one softmax over W xbar + b). Declared, not
+    inferred from ``from_logits``: a per-token map (a scale of its own per word) is a function
+    of l alone too, yet it can make a token the argmax that W x + b never ranks first (issue 37:
+    tests/evaluate/test_debate.py's affine head)."""
+    return bool(getattr(head, "order_preserving", False)) and head.output_layer() is not None
 
 
 def argmax_fields(head, train_ids: torch.Tensor, vocab: list[str], options: dict,
@@ -121,29 +119,41 @@ def _table(unargmaxable: np.ndarray, unresolved: np.ndarray, vocab: list[str], c
                          "train_count": counts[tokens]})[ARGMAX_COLUMNS]
 
 
-def hidden_gap_fields(sv: np.ndarray, head_name: str, d: int, body_rank: int | None) -> dict:
+def hidden_gap_fields(sv: np.ndarray, plain_softmax: bool, d: int, body_rank: int | None,
+                      body: str = "the body") -> dict:
     """eval.json fields of the hidden-size estimate from the double-centred log-P spectrum.
 
     Args:
         sv: singular values of the double-centred log-P rows, descending.
-        head_name: the run's head type (``settings["head"]``).
-        d: the output embedding size (columns of W).
+        plain_softmax: the head declares ``plain_softmax`` (``HeadProtocol``: log-P is
+            log_softmax(W h + b), the built-in softmax and softmax_matched, or an outside head
+            that says so); the control is keyed on this trait, never on the arm's or head's name.
+        d: the output layer's width (columns of W).
         body_rank: the body's ``output_rank`` (d for the AWD-LSTM, d - 1 under the
             Transformer's final LayerNorm); None: the body states none, and no control applies.
+        body: the body's name, for the note of a control that could not run.
 
     Returns:
-        ``hidden_gap_dim``, ``hidden_gap_ratio`` (inf: the drop to unresolved values); on the
-        softmax heads with a known body rank, ``hidden_gap_expected`` = min(body_rank, d) (the
-        rank of their double-centred log-P), ``hidden_gap_miss`` = |dim - expected|,
+        ``hidden_gap_dim``, ``hidden_gap_ratio`` (inf: the drop to unresolved values); on a
+        plain softmax with a known body rank, ``hidden_gap_expected`` = min(body_rank, d) (the
+        rank of its double-centred log-P), ``hidden_gap_miss`` = |dim - expected|,
         ``hidden_gap_residual`` = s_{expected+1} / s_1 and ``hidden_gap_ok``
-        (``hidden_gap.control``); None on the others (no known rank).
+        (``hidden_gap.control``); None on the other heads (no known rank). A plain softmax on a
+        body that states no rank gets ``hidden_gap_note`` "not measured: ..." instead: the
+        control a reader relies on did not run, and the warnings say so (issue 37: a GRU arm
+        read 15 against d = 16 and nothing flagged it).
     """
     dim, ratio = hidden_gap.largest_gap(sv)
     out = {"hidden_gap_dim": dim, "hidden_gap_ratio": ratio, "hidden_gap_expected": None,
            "hidden_gap_miss": None, "hidden_gap_residual": None, "hidden_gap_ok": None}
-    if body_rank is not None and head_name in SOFTMAX_HEADS:
-        expected = min(int(body_rank), int(d))
-        ok, residual = hidden_gap.control(sv, expected)
-        out.update(hidden_gap_expected=expected, hidden_gap_miss=abs(dim - expected),
-                   hidden_gap_residual=residual, hidden_gap_ok=ok)
+    if not plain_softmax:
+        return out
+    if body_rank is None:
+        out["hidden_gap_note"] = (f"not measured: the hidden-gap control of a softmax needs the rank of the "
+                                  f"body's output, and body {body!r} states no output_rank (docs/bodies.md)")
+        return out
+    expected = min(int(body_rank), int(d))
+    ok, residual = hidden_gap.control(sv, expected)
+    out.update(hidden_gap_expected=expected, hidden_gap_miss=abs(dim - expected),
+               hidden_gap_residual=residual, hidden_gap_ok=ok)
     return out

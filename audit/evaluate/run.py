@@ -34,6 +34,10 @@ from audit.files import atomic_write, atomic_write_text
 from audit.device import resolve_device
 
 
+# eval.json's reason for a run without f_logits_* columns
+F_LOGITS_NOTE = ("not measured: the head has no transformed_logits() (HeadProtocol: no logits after an "
+                 "element-wise map whose spectrum to read)")
+
 
 def load_model(path: str | os.PathLike, device: torch.device) -> tuple[LanguageModel, list[str]]:
     blob = torch.load(path, weights_only=False, map_location=device)
@@ -197,8 +201,11 @@ def evaluate_run(run_dir: str | os.PathLike, corpus_path: str, wordsim_dir: str,
             centred = spectrum.stream_spectrum(hidden_gap.double_centred(stream_rows(model, test, bptt, limit),
                                                                          column_mean.mean()))
             arrays["log_p_centred_sv"] = centred.sv
-            result.update(debate.hidden_gap_fields(centred.sv, settings["head"], model.cfg.emb_size,
-                                                   getattr(model.body, "output_rank", None)))
+            layer = model.head.output_layer()
+            result.update(debate.hidden_gap_fields(centred.sv, bool(getattr(model.head, "plain_softmax", False)),
+                                                   layer[0].shape[1] if layer is not None else model.body.d_out,
+                                                   getattr(model.body, "output_rank", None),
+                                                   getattr(model.body, "name", model.cfg.body)))
         fields, argmax_table = debate.argmax_fields(
             model.head, corpus.train[: (settings.get("max_tokens") or {}).get("train") or None], vocab, options["argmax"],
             box=getattr(model.body, "output_box", None), d_in=model.body.d_out)
@@ -207,6 +214,8 @@ def evaluate_run(run_dir: str | os.PathLike, corpus_path: str, wordsim_dir: str,
             flog = spectrum.stream_spectrum(stream_rows(model, test, bptt, limit, transformed=True))
             result.update(spectrum.rank_summary(flog, "f_logits_"))
             arrays["f_logits_sv"] = flog.sv
+        else:
+            result["f_logits_note"] = F_LOGITS_NOTE
         top = topk.top_k(top_rows.rows(), test[positions + 1].numpy(), positions, options["topk"]["k"])
         top_table = topk_words(top, test.numpy(), vocab, options["topk"]["k"])
         if len(sampled):

@@ -16,6 +16,10 @@ Kinds (the ``kind`` column):
 - ``hidden_gap``: a softmax run whose hidden size read from its double-centred log-P spectrum
   (``hidden_gap_dim``, audit/evaluate/hidden_gap.py) is not its d (``hidden_gap_ok`` false): the
   positive control of the rank tolerances failed, so that run's ranks are suspect;
+- ``not_measured``: a measurement an arm's head or body cannot support (a runs-table ``*_note``
+  column starting "not measured", e.g. no ``output_layer()``, or a softmax on a body that states
+  no ``output_rank``, whose hidden-gap control could not run), one row per arm, measurement and
+  reason, with the number of runs;
 - ``excluded``: values a table dropped or excluded (missing metrics, comparisons dropped from a
   Holm family, counted by reason: not run, too few seeds, failed runs, undefined p-value; runs
   outside a declared correlation window).
@@ -97,6 +101,7 @@ def find_warnings(runs: pd.DataFrame, config: dict, comparisons: pd.DataFrame | 
                              run.corpus, run.head, run.seed))
     rows += far_from_converged(ok, settings)
     rows += failed_hidden_gap(ok)
+    rows += not_measured(ok)
     rows += _exclusions(comparisons, correlations)
     return pd.DataFrame(rows, columns=COLUMNS)
 
@@ -143,6 +148,20 @@ def failed_hidden_gap(ok: pd.DataFrame) -> list[dict]:
                              f"{tail}: the positive control of a softmax run failed (the estimate must be r and "
                              "the spectrum end there), its ranks are suspect", run.corpus, run.head, run.seed,
                              metric="hidden_gap_dim"))
+    return rows
+
+
+def not_measured(ok: pd.DataFrame) -> list[dict]:
+    """One warning per (corpus, head, note column, reason) whose runs-table ``*_note`` says
+    "not measured": what the audit did not compute for that arm and why, so that a missing
+    column is never read as a pass (a softmax whose hidden-gap control could not run)."""
+    rows = []
+    for column in sorted(c for c in ok.columns if c.endswith("_note")):
+        notes = ok[column].astype("string")
+        picked = ok[notes.str.startswith("not measured", na=False)]
+        for (corpus, head, note), group in picked.groupby(["corpus", "head", column], sort=True):
+            rows.append(_row("not_measured", f"{note} ({len(group)} run{'s' if len(group) > 1 else ''})",
+                             corpus, head, metric=column[: -len("_note")]))
     return rows
 
 

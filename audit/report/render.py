@@ -37,6 +37,7 @@ WARNING_TITLES = {
     "non_normal": "Non-normal samples", "unconverged": "Possibly unconverged models",
     "far_from_converged": "Arms far from converged",
     "hidden_gap": "Softmax runs failing the hidden-size control",
+    "not_measured": "Measurements not taken (the head or body does not support them)",
     "excluded": "Exclusions",
 }
 

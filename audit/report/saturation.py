@@ -13,8 +13,9 @@ last layer's representations become degenerate. Two per-epoch numbers of every r
   the whole normalised spectrum s_i / s_1 at the first and the last logged epoch.
 
 ``read_saturation`` collects the rows (failed runs too, up to where they stopped; runs whose log
-predates these keys are left out); ``saturation`` draws one row of three panels per corpus,
-per head the median over seeds (line) and the band from the lowest to the highest seed.
+predates these keys are left out; a head without an output layer has its anisotropy alone);
+``saturation`` draws one row of three panels per corpus, per head the median over seeds (line)
+and the band from the lowest to the highest seed.
 """
 
 from __future__ import annotations
@@ -44,9 +45,11 @@ def read_saturation(run_dirs) -> pd.DataFrame:
     """DataFrame[COLUMNS]: one row per logged epoch that recorded the two measurements."""
     rows = []
     for metrics, entry in epoch_logs(run_dirs):
-        if "output_singular_values" not in entry:   # logged before issue 24
+        if "valid_input_cosine" not in entry:   # logged before issue 24
             continue
-        sv = [float(v) for v in entry["output_singular_values"]]
+        # a head without output_layer() logs no output spectrum (metrics.json output_spectrum_note):
+        # its anisotropy is drawn, its effective rank is NaN and left out of the bands
+        sv = [float(v) for v in entry.get("output_singular_values", [])]
         rows.append({"corpus": metrics["corpus"], "head": metrics["head"], "seed": int(metrics["seed"]),
                      "epoch": int(entry["epoch"]), "input_cosine": float(entry.get("valid_input_cosine", np.nan)),
                      "erank_share": erank_share(sv), "singular_values": sv, "status": metrics["status"]})
@@ -95,6 +98,11 @@ def saturation(data: pd.DataFrame) -> str:
                 ax.set_ylabel(label)
             row[0].set_title(f"{corpus}: anisotropy (validation contexts)")
             row[1].set_title(f"{corpus}: spectral saturation of the output weight")
+            unmeasured = sorted(set(data.loc[data["corpus"] == corpus, "head"])
+                                - set(erank.loc[erank["corpus"] == corpus, "head"]))
+            if unmeasured:   # heads without output_layer(): said, not left to be guessed from a gap
+                row[1].text(0.02, 0.02, "not measured (no output_layer()): " + ", ".join(unmeasured),
+                            transform=row[1].transAxes, fontsize=8, va="bottom")
             row[0].legend(frameon=False, fontsize=8)
             for spectra, style in ((first, "--"), (last, "-")):
                 for rec in spectra[spectra["corpus"] == corpus].itertuples():

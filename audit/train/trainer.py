@@ -3,8 +3,9 @@
 Per epoch: variable-length BPTT with the learning rate scaled by the sequence length, AR and
 TAR penalties, gradient clipping, then validation with the averaged weights once averaging has
 started (NT-ASGD: non-monotone trigger; ET-ASGD: a fixed epoch), which also records the mean
-cosine similarity of the head's inputs and the singular values of the output weight in the
-epoch's log row (``validation_pass``; one host read per pass). The best-validation weights
+cosine similarity of the head's inputs and, for a head with ``output_layer()``, the singular
+values of the output weight in the epoch's log row (``validation_pass``; one host read per pass;
+a head without one gets ``output_spectrum_note`` in metrics.json). The best-validation weights
 are kept. Every epoch ends with an atomic checkpoint holding everything the next epoch depends
 on (weights, optimiser, average, RNG states, data position), so a killed job restarted with the
 same settings resumes and ends with exactly the metrics of an uninterrupted run on the CPU. A
@@ -52,6 +53,12 @@ ADAMW_BETAS = (0.9, 0.95)  # the GPT-2/3 setting: beta2 0.95 keeps the second mo
 # raises torch's out-of-memory error before its second epoch (once), so that the retry through
 # Snakemake can be tested on a machine without a GPU. Never set outside tests.
 INJECT_OOM_ENV = "AUDIT_INJECT_OOM_ONCE"
+
+
+# metrics.json's reason for an epoch log without ``output_singular_values`` (runs table column
+# ``output_spectrum_note``; the saturation figure draws such a head's anisotropy alone)
+OUTPUT_SPECTRUM_NOTE = ("not measured: the head has no output_layer() (HeadProtocol), so there is no "
+                        "output weight whose singular values to log")
 
 
 class Divergence(Exception):
@@ -339,8 +346,9 @@ class Trainer:
                    train_ppl=perplexity(row["train_loss"]), valid_ppl=perplexity(valid_loss),
                    # saturation and anisotropy over training (Godey et al. 2024; audit.report.saturation):
                    # 6 significant digits keep a 1000-epoch log of d values in a few MB of JSON
-                   valid_input_cosine=valid["input_cosine"],
-                   output_singular_values=[float(f"{v:.6g}") for v in valid["output_singular_values"]])
+                   valid_input_cosine=valid["input_cosine"])
+        if "output_singular_values" in valid:   # absent for a head without output_layer(): not measured
+            row["output_singular_values"] = [float(f"{v:.6g}") for v in valid["output_singular_values"]]
         if valid_loss < self.best["valid_loss"]:
             state = {k: v.detach().cpu().clone() for k, v in self.eval_model().state_dict().items()}
             self.best = {"valid_loss": valid_loss, "epoch": self.epoch, "state": state}
@@ -458,6 +466,8 @@ def train(settings: dict, corpus_path: str, out_dir: str | os.PathLike, log=prin
         "gpu_oom_retries": json.loads(oom_log.read_text()) if oom_log.is_file() else [],
         "log": trainer.log_rows,
     }
+    if trainer.model.head.output_layer() is None:   # say why the epoch log has no output spectrum
+        metrics["output_spectrum_note"] = OUTPUT_SPECTRUM_NOTE
     atomic_save({"config": trainer.cfg.to_dict(), "state": weights, "vocab": trainer.vocab}, out / "model.pt")
     # the whole job's CPU so far (start-up, data, training, validation, checkpoints): exact, where
     # Snakemake's benchmark file samples a job's CPU every 30 s and misses its last seconds

@@ -1,6 +1,8 @@
 """argmax_fields (audit.evaluate.debate): which heads get the exact tiers, which the witness search,
 in which box, and the eval.json fields and token table each writes."""
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -90,3 +92,72 @@ def test_the_exact_heads_are_also_tested_in_the_authors_box():
     # the witness search's heads get no authors' box (their count is not the authors' test)
     mos = debate.argmax_fields(head("mos", d=3, d_in=4, experts=2, dropoutl=0.0), TRAIN, VOCAB, OPTIONS, box=1.0, d_in=4)[0]
     assert "unargmaxable_box100" not in mos
+
+
+AFFINE_HEAD = '''
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class PerTokenAffine(nn.Module):
+    """log_softmax(exp(s) * (W h + b)): every logit scaled by its own exp(s_v), with every
+    optional member of the protocol but the order_preserving trait."""
+
+    def __init__(self, spec):
+        super().__init__()
+        self.embedding = spec.embedding
+        self.bias = nn.Parameter(torch.zeros(spec.vocab_size))
+        self.log_scale = nn.Parameter(torch.zeros(spec.vocab_size))
+
+    def output_layer(self):
+        return self.embedding.weight, self.bias
+
+    def from_logits(self, logits):
+        return F.log_softmax(logits * self.log_scale.exp(), dim=-1)
+
+    def transformed_logits(self, h):
+        return F.linear(h, self.embedding.weight, self.bias) * self.log_scale.exp()
+
+    def forward(self, h):
+        return self.from_logits(F.linear(h, self.embedding.weight, self.bias))
+'''
+
+
+def test_a_per_token_map_gets_the_witness_search_not_the_exact_test(tmp_path, monkeypatch):
+    """Issue 37, item 3: five tokens in d = 2, W = (e1, e2, -e1, -e2, 0.4 (e1 + e2)), b = 0.
+    0.4 (x1 + x2) < max(x1, x2) wherever that max is positive, so over [-1, 1]^2 token 4 is never
+    the argmax of W x + b; scaled by exp(s_4) = 2 it is at x = (1, 1) (1.6 against 1). A head
+    that does not declare order_preserving must not be judged by W x + b."""
+    from audit.model.heads import head_class
+    from tests.helpers import write_package
+
+    monkeypatch.syspath_prepend(str(write_package(tmp_path, "affine_heads_37", {"affine": AFFINE_HEAD})))
+    embedding = nn.Embedding(5, 2)
+    h = build_head("affine_heads_37.affine:PerTokenAffine", HeadSpec(d_in=2, embedding=embedding))
+    with torch.no_grad():
+        embedding.weight.copy_(torch.tensor([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.0, -1.0], [0.4, 0.4]]))
+        h.log_scale[4] = math.log(2.0)
+    assert head_class("affine_heads_37.affine:PerTokenAffine").order_preserving is False   # HeadDefaults
+    assert int(h(torch.ones(1, 1, 2)).argmax()) == 4          # the head's own argmax at x = (1, 1)
+    W, b = (t.detach().double().numpy() for t in h.output_layer())
+    assert argmax.check(W, b, box=1.0).unargmaxable.tolist() == [4]   # what the exact test says of W x + b
+    vocab, train = VOCAB[:5], torch.arange(5)
+    fields, table = debate.argmax_fields(h, train, vocab, OPTIONS, box=1.0, d_in=2)
+    assert fields["unargmaxable"] is None and fields["argmax_argmaxable"] == 5 and fields["argmax_unresolved"] == 0
+    assert "unargmaxable_box100" not in fields and table.empty
+    # the same head declaring the trait (wrongly, here) is what gets the exact test
+    monkeypatch.setattr(type(h), "order_preserving", True, raising=False)
+    assert debate.argmax_fields(h, train, vocab, OPTIONS, box=1.0, d_in=2)[0]["unargmaxable"] == 1
+
+
+@pytest.mark.parametrize("name, exact", [("softmax", True), ("softmax_matched", True), ("sigsoftmax", True),
+                                         ("gss", True), ("plif", True), ("plif_frozen", True), ("moc", True),
+                                         ("mos", False), ("mos_uniform", False), ("mixtape", False)])
+def test_the_built_in_heads_declare_which_ones_keep_the_argmax(name, exact):
+    from audit.model.heads import HEADS
+
+    assert HEADS[name].order_preserving is exact
+    assert HEADS[name].plain_softmax is (name in ("softmax", "softmax_matched"))

@@ -69,16 +69,16 @@ def test_the_control_fails_when_the_log_p_is_perturbed(d, seed):
     clean, noisy = (centred_sv(softmax_log_p(400, 150, d, noise, seed)) for noise in (0.0, 1e-3))
     for sv in (clean, noisy):
         assert hidden_gap.largest_gap(sv)[0] == d
-    fields = debate.hidden_gap_fields(clean, "softmax", d, d)
+    fields = debate.hidden_gap_fields(clean, True, d, d)
     assert fields["hidden_gap_ok"] is True and fields["hidden_gap_residual"] <= hidden_gap.RESIDUAL_TOL
-    fields = debate.hidden_gap_fields(noisy, "softmax", d, d)
+    fields = debate.hidden_gap_fields(noisy, True, d, d)
     assert fields["hidden_gap_ok"] is False and fields["hidden_gap_dim"] == d and fields["hidden_gap_miss"] == 0
     assert fields["hidden_gap_residual"] == pytest.approx(noisy[d] / noisy[0]) and fields["hidden_gap_residual"] > 5e-5
     # and the estimate against a rank the body does not imply fails too: d + 1 expected, d read
-    assert debate.hidden_gap_fields(clean, "softmax", d + 1, d + 1)["hidden_gap_ok"] is False
+    assert debate.hidden_gap_fields(clean, True, d + 1, d + 1)["hidden_gap_ok"] is False
     # no control on a head without a known rank, nor on a body that states none
-    assert debate.hidden_gap_fields(noisy, "mos", d, d)["hidden_gap_ok"] is None
-    assert debate.hidden_gap_fields(clean, "softmax", d, None)["hidden_gap_expected"] is None
+    assert debate.hidden_gap_fields(noisy, False, d, d)["hidden_gap_ok"] is None
+    assert debate.hidden_gap_fields(clean, True, d, None)["hidden_gap_expected"] is None
 
 
 def test_a_final_layernorm_leaves_rank_d_minus_1_as_the_body_says():

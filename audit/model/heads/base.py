@@ -61,6 +61,15 @@ class HeadProtocol(Protocol):
       trainer's loss takes it when a head has a cheaper path to it than the full log-P
       (``mean_nll`` reads either).
     - ``projects_input``: True when the head reads a d_in different from the embedding size.
+    - ``order_preserving``: True when log-P is one increasing function of the logits
+      l = W h + b of ``output_layer()``, the same for every token (softmax, sigsoftmax, GSS,
+      PLIF): then argmax log-P = argmax l, and the exact argmax test may read W and b alone.
+      Default False: a per-token map (a scale exp(s_v) of its own per word) can make a token
+      the argmax that W x + b never ranks first, so such heads get the witness search.
+    - ``plain_softmax``: True when log-P is log_softmax(W h + b) of ``output_layer()``, no map
+      in between (softmax, softmax_matched): its double-centred log-P then has the rank of the
+      body's features (``output_rank`` of the body), the hidden-gap control
+      (``audit.evaluate.hidden_gap.control``). Default False.
     """
 
     def forward(self, h: torch.Tensor) -> torch.Tensor: ...
@@ -72,6 +81,10 @@ class HeadDefaults:
     name = "head"
     defaults: dict | None = None
     projects_input = True  # an outside head sizes its own input
+    # traits an outside head must declare to be measured as one of the softmax family: the
+    # project never infers them from the head's name or from members it happens to have
+    order_preserving = False
+    plain_softmax = False
 
     @classmethod
     def check_options(cls, options: dict) -> None:
@@ -99,6 +112,8 @@ class Head(nn.Module):
     name = "base"
     projects_input = False  # True for heads that map d_in to the embedding size themselves
     defaults: dict = {}     # the options a head accepts, with their defaults (audit.model.options)
+    order_preserving = False  # HeadProtocol: argmax log-P = argmax (W h + b); the exact argmax test
+    plain_softmax = False     # HeadProtocol: log-P = log_softmax(W h + b); the hidden-gap control
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

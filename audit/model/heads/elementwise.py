@@ -23,6 +23,7 @@ class SigSoftmax(Head):
     """
 
     name = "sigsoftmax"
+    order_preserving = True   # one increasing map for every word: argmax log-P = argmax l
 
     def from_logits(self, logits):
         return gss_log_softmax(logits, 0.0, 2.0)
@@ -41,6 +42,7 @@ class GSS(Head):
     """
 
     name = "gss"
+    order_preserving = True   # one increasing map for every word: argmax log-P = argmax l
 
     def __init__(self, spec):
         super().__init__(spec)
@@ -73,6 +75,7 @@ class PLIF(Head):
     """
 
     name = "plif"
+    order_preserving = True   # f increasing and shared by all words (the frozen control inherits it)
     trainable = True
 
     def __init__(self, spec):

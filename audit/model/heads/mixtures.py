@@ -70,6 +70,7 @@ class MoC(MoS):
     Same parameters as MoS; the log-P rank stays <= d + 2."""
 
     name = "moc"
+    order_preserving = True   # one softmax over W xbar + b: argmax log-P = argmax (W xbar + b)
 
     def transformed_logits(self, h):
         prior = torch.softmax(self.prior(h), dim=-1).unsqueeze(-1)  # (T, B, K, 1)

@@ -11,6 +11,8 @@ class Softmax(Head):
     """The plain softmax: log_softmax(W h + b). Log-P rank is at most d + 2."""
 
     name = "softmax"
+    order_preserving = True
+    plain_softmax = True   # softmax_matched inherits both: only its sizes differ
 
     def transformed_logits(self, h):
         return self.logits(h)
