@@ -81,7 +81,7 @@ def collect(run_dirs: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
     extra = [c for c in EXTRA_COLUMNS if c in runs] + ["body", "arm_group"] + grid \
         + sorted(c for c in runs if c.startswith("wordsim_"))
     runs = runs.reindex(columns=BASE_COLUMNS + extra)
-    runs["error"] = runs["error"].fillna("")
+    runs["error"] = runs["error"].astype(object).fillna("")  # all-NaN (float) when no run failed
     runs = runs.sort_values(["corpus", "head", "seed"], kind="stable").reset_index(drop=True)
     pairs = pd.concat([p for p in pair_tables if len(p)] or [pd.DataFrame(columns=PAIR_COLUMNS)])
     return runs, pairs

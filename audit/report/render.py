@@ -264,7 +264,7 @@ def cross_scale(table: pd.DataFrame | None) -> dict | None:
     ``cells`` one {verdict, text, anchor} per source."""
     if table is None or table.empty:
         return None
-    table = table.fillna("")
+    table = table.astype(object).fillna("")  # object first: pandas 3 refuses "" in a float column
     sources = [c[len("verdict__"):] for c in table.columns if c.startswith("verdict__")]
 
     def cells(row):
