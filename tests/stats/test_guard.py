@@ -2,7 +2,6 @@
 
 import numpy as np
 import pandas as pd
-import pytest
 import yaml
 
 from audit.stats import guard
@@ -105,18 +104,3 @@ def test_stats_verb_applies_the_guard(tmp_path):
     assert claims.set_index("claim_id").loc["gss-lowers", "verdict"] == guard.VERDICT
     assert main(args) == 0   # without baselines, the tests alone
     assert pd.read_csv(tmp_path / "claims.csv").set_index("claim_id").loc["gss-lowers", "verdict"] == "contradicted"
-
-
-def test_an_untestable_claim_beside_a_flagged_arm_keeps_its_row():
-    """Found with issue 37's outside arms: a claim marked ``untestable`` (no comparison,
-    one-sample or correlation) crashed the claims job with KeyError 'correlation' as soon as
-    any arm was flagged. It draws on no arm, so nothing guards it."""
-    runs = runs_table({"softmax": 150.0, "mos": 100.0, "gss": 210.0})
-    untestable = {"id": "late", "source": "s", "statement": "saturates late", "untestable": "no larger head"}
-    assert guard.claim_heads(untestable, runs, "ptb", []) == []
-    config = dict(CONFIG, claims=CONFIG["claims"] + [untestable])
-    comp = comparisons_table(runs, config, FAST)
-    claims = claims_table(runs, config, FAST, comp, correlations_table(runs, config, FAST))
-    guarded = guard.guard_claims(claims, runs, BASE, config).set_index("claim_id")
-    assert guarded.loc["late", "verdict"] == claims.set_index("claim_id").loc["late", "verdict"]
-    assert guarded.loc["gss-lowers", "verdict"] == guard.VERDICT
