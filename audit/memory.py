@@ -49,7 +49,7 @@ LSTM_FLOATS = bodycost.LSTM_FLOATS  # per hidden unit per layer per token (audit
 # 3.3 (paper-ptb's MoS, K = 15, fp32: 3.21 GB where 2 planned 2.21; docs/gpu/NVIDIA-H200-2026-11-26.json):
 # the GPU's figure, the larger, is the plan. The same H200 measured SigSoftmax at 4.3 of the 9
 # (paper-wt2: 7.0 GB of 12.6 planned); 9 stays until GSS, PLIF and Mixtape are measured too
-# (README "On GPUs": a plan too large costs runs per GPU, one too small an out-of-memory retry).
+# (docs/gpus.md: a plan too large costs runs per GPU, one too small an out-of-memory retry).
 PLAIN_HEADS = {"softmax", "softmax_matched", "moc"}
 HEAD_FLOATS = {"plain": 3, "transformed": 9, "per_component": 3.3}
 EVAL_HEAD_FLOATS = 3      # forward only: logits, log-softmax, the kept log-probs

@@ -19,7 +19,7 @@ Model (every constant below says where it comes from):
   are assumed to help only as sqrt(threads), which errs long.
 - Evaluation: one forward pass over the test split plus the log-P spectrum, whose Gram matrix
   (audit/evaluate/spectrum.py) costs m n^2 + 2 k^3 flops at the rate measured by
-  ``python -m audit bench spectrum`` (README, Benchmarks); the hidden-size gap repeats the
+  ``python -m audit bench spectrum`` (docs/benchmarks.md); the hidden-size gap repeats the
   forward pass over the spectrum's contexts and the spectrum (``evaluate.hidden_gap``), and the
   argmax test of the heads with an exact one costs its cheap tiers (V^2 d) plus at most
   ``evaluate.argmax.lp_budget`` LPs, that of the others (the witness search) at most
@@ -65,7 +65,7 @@ FAMILY = {"softmax": "softmax", "softmax_matched": "softmax", "sigsoftmax": "sig
           "plif": "plif", "plif_frozen": "plif", "mos": "mos", "mos_uniform": "mos", "moc": "mos",
           "mixtape": "mos"}
 # Cost of each head's output layer relative to softmax's d' x V product, measured by
-# `python -m audit bench heads` (README, Benchmarks: one CPU thread, d = 400, V = 10,000; PLIF
+# `python -m audit bench heads` (docs/benchmarks.md: one CPU thread, d = 400, V = 10,000; PLIF
 # at its busy-machine 1.28x). MoS computes K softmaxes, hence its 24x.
 HEAD_COST = {"softmax": 1.0, "softmax_matched": 1.0, "sigsoftmax": 1.075, "gss": 1.095, "plif": 1.28,
              "plif_frozen": 1.119, "moc": 1.69, "mixtape": 1.745, "mos": 24.2, "mos_uniform": 24.2}

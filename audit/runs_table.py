@@ -2,7 +2,7 @@
 
 The runs table (``reports/<study>/runs.csv``) is the contract between training and statistics:
 one row per (corpus, head, seed), failed runs included with their reason. Its columns are
-documented in README.md. The per-pair word-similarity rows of all runs are gathered into a
+documented in docs/runs-table.md. The per-pair word-similarity rows of all runs are gathered into a
 second table for the paired-bootstrap statistics, and their per-sentence test NLL sums
 (``sentences.npz``) into one file keyed by run for the multi-bootstrap (``audit.stats.multiboot``).
 """

@@ -6,7 +6,7 @@
 (``bash scripts/bootstrap --wheelhouse DIR ...`` runs this.) Run it where pip reaches a package
 index. The project's requirements (pyproject.toml, with the ``test`` extra) are resolved with
 this machine's pip; the packages the node already has (``--provided``: torch and the scientific
-stack of README's GPU node), and whatever only they need, are left out; every other package is
+stack of the GPU node of docs/gpus.md), and whatever only they need, are left out; every other package is
 downloaded as a wheel for the node's Python and platform, or, where its index has only a source
 archive, built here into a wheel, which must then be pure Python (any platform). ``DIR`` gets the
 wheels and ``requirements.txt`` with their pins; ``bash scripts/bootstrap --offline DIR`` installs
@@ -32,7 +32,7 @@ except ImportError:  # a python3 without packaging (Debian's): the copy pip, whi
     from pip._vendor.packaging.requirements import Requirement
 
 REPO = Path(__file__).resolve().parents[1]
-# the GPU node of README "On GPUs" (issue 34): torch 2.11 + CUDA and the scientific stack preinstalled
+# the GPU node of docs/gpus.md (issue 34): torch 2.11 + CUDA and the scientific stack preinstalled
 NODE_PROVIDED = "torch numpy pandas scipy statsmodels matplotlib"
 NODE_PYTHON = "3.12"
 NODE_PLATFORM = "manylinux_2_28_x86_64"

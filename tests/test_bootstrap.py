@@ -1,4 +1,4 @@
-"""The offline route to a GPU node (README "On GPUs"), rehearsed on this machine.
+"""The offline route to a GPU node (docs/gpus.md), rehearsed on this machine.
 
 ``bash scripts/bootstrap --wheelhouse DIR`` collects, where an index is reachable, the wheels the
 tool and its tests need besides what the node provides; ``bash scripts/bootstrap --offline DIR``

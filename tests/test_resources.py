@@ -98,7 +98,7 @@ def test_transformer_training_flops_are_the_counted_matmuls():
 
 
 def test_transformer_cpu_estimate_errs_long_within_its_safety_factor():
-    # README, configs/transformer.yaml: one softmax run trained its 1.2M tokens in 66 CPU-s (1 thread)
+    # docs/studies.md, configs/transformer.yaml: one softmax run trained its 1.2M tokens in 66 CPU-s (1 thread)
     s = settings("transformer.yaml", "ptb", "softmax", device="cpu")
     estimate = resources.seconds_per_token(s, gpu=False) * 1_200_000
     assert 66 <= estimate <= 66 * resources.SAFETY["cpu"]
@@ -193,7 +193,7 @@ def test_a_gpu_job_asks_for_cuda_host_memory_and_a_cpu_job_for_activations():
 
 
 def test_evaluation_memory_covers_the_measured_wt2_spectrum_peak():
-    # `audit bench spectrum --wt2`: peak RSS 13.22 GB for the 245,568 x 33,278 Gram (README)
+    # `audit bench spectrum --wt2`: peak RSS 13.22 GB for the 245,568 x 33,278 Gram (docs/benchmarks.md)
     s = settings("paper-wt2.yaml", "wikitext-2", "softmax", device="cpu")
     assert resources.spectrum_shape(s) == (245_568, 33_278)
     assert resources.evaluate_mem_mb(s) > 13_220

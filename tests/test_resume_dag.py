@@ -91,7 +91,7 @@ def test_changed_lr_and_dropout_retrain_from_scratch(workdir, mirror, tmp_path):
 
 @pytest.mark.slow
 def test_forcing_a_finished_run_verifies_its_checkpoint_and_keeps_its_numbers(workdir, mirror):
-    # Decision (README, "Running studies"): `snakemake -f` on a finished run does not retrain; the
+    # Decision (docs/running.md): `snakemake -f` on a finished run does not retrain; the
     # checkpoint must carry the run's identity and reproduce its logged validation loss, and the
     # outputs are rewritten from it with the same numbers (a mismatch retrains from scratch).
     before = metrics(workdir)

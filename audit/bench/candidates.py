@@ -1,6 +1,6 @@
 """Candidate CPU model sizes against the unigram baseline (``python -m audit bench candidates``).
 
-How the CPU default (configs/default.yaml) was chosen (README "Choosing the CPU default"): each
+How the CPU default (configs/default.yaml) was chosen (docs/studies.md, "Choosing the CPU default"): each
 ``--spec`` trains one run in this process with the real ``Trainer`` and prints one JSON line with
 the validation perplexity per epoch, the test perplexity over the whole test split and over its
 first 5,000 tokens, the unigram perplexity of the same vocabulary and tokens

@@ -16,7 +16,7 @@ design's power). Its family-wise error (any comparison rejected under the null) 
 when it is <= alpha + 2 SE with SE = sqrt(alpha (1 - alpha) / sims), the Monte-Carlo SE of a
 rate that equals alpha; the printed SE is that of the estimate.
 
-Prints two Markdown tables (to paste into README as they are): per design the seeds cells
+Prints two Markdown tables (to paste into docs/statistics.md as they are): per design the seeds cells
 ``sequential / fixed`` with the count of savings, runs per study and the null FWER; then the
 power of each comparison.
 """

@@ -147,7 +147,7 @@ class ArgmaxResult:
     seconds: dict = field(default_factory=dict)
 
     def summary(self) -> dict:
-        """eval.json fields (runs-table columns, README "Runs table")."""
+        """eval.json fields (runs-table columns, docs/runs-table.md)."""
         return {"unargmaxable": int(self.unargmaxable.size), "argmax_unresolved": int(self.unresolved.size),
                 "argmax_argmaxable": self.witness + self.braid + self.lp_argmaxable,
                 "argmax_witness_tokens": self.witness, "argmax_braid_tokens": self.braid,

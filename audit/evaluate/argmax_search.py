@@ -26,7 +26,7 @@ Per token c, batched over tokens:
    (a rare token is often the argmax only where every token is unlikely). On a trained
    default-size softmax (where the exact test knows the answer: 1,596 of 2,000 tokens
    argmaxable) this search certified 378 tokens ascending log p_c, 1,465 ascending the margin
-   (README "Benchmarks").
+   (docs/benchmarks.md).
    For a softmax f_c = l_c - tau logsumexp_{j != c}(l_j / tau) is concave in x.
 3. A token leaves as soon as c is the argmax in float32 at the current x and a float64 re-check
    agrees: x clipped to the box in float64, a float64 copy of the head run on it, and c beating
@@ -73,7 +73,7 @@ class SearchResult:
     seconds: float
 
     def summary(self) -> dict:
-        """eval.json fields (runs-table columns, README "Runs table"): ``unargmaxable`` None, as
+        """eval.json fields (runs-table columns, docs/runs-table.md): ``unargmaxable`` None, as
         the search proves no token unargmaxable."""
         n, m = int(self.argmaxable.size), int(self.unresolved.size)
         beyond = n + m - self.searched

@@ -1,4 +1,4 @@
-"""The measurements of the debate since 2021 for one evaluated run (issue 24; README "Runs table").
+"""The measurements of the debate since 2021 for one evaluated run (issue 24; docs/runs-table.md).
 
 ``audit.evaluate.run`` calls these on the loaded model; each returns eval.json fields, with
 ``None`` and a ``*_note`` saying why where a head has no such measurement (never a made-up

@@ -9,7 +9,7 @@ out), and is killed ``GRACE`` seconds after it. The parent never touches CUDA.
 
 Exit status: 0 when ``environment`` and ``correctness`` ran to the end and passed, no check of
 ``syncs`` or ``dag`` failed and no step crashed or was killed; 1 otherwise. Memory and speed
-report against their bands and README's targets without failing the run: a plan outside its
+report against their bands and the targets of docs/gpus.md without failing the run: a plan outside its
 band is a plan to correct, a slow GPU is a finding.
 """
 

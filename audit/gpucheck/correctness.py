@@ -177,7 +177,7 @@ def run(result, budget: float, simulated: bool) -> None:
     plif_spread(result)
     press_rank(result)
     if simulated:
-        # torch.func's wrappers hide the device from the simulation (README, "On GPUs")
+        # torch.func's wrappers hide the device from the simulation (docs/gpus.md, "The simulated CUDA device")
         result.note("forward-mode Jacobian: not checkable on the simulated device")
     else:
         forward_jacobian(result)

@@ -16,7 +16,7 @@ words):
 
 The plan's tensor bytes (``memory.job_bytes`` less ``memory.CONTEXT_BYTES``, the CUDA context,
 which is not a tensor) are compared with ``torch.cuda.max_memory_allocated``: the ratio must lie
-in ``BAND``; outside it the plan is to be corrected (README "On GPUs").
+in ``BAND``; outside it the plan is to be corrected (docs/gpus.md).
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ time under fp32, TF32 and bf16, aggregate tokens/s of N concurrent softmax runs 
 processes, as Snakemake starts them) and the best N, then the projected GPU-hours of every paper
 config. Every worker is a child process (``audit.bench.gpu.concurrent``), so this one never holds
 the GPU. On the simulated device the model is tiny and no figure is a GPU figure. The checks here
-are README's speed targets: reported as met or missed, they never fail the check (exit code).
+are the speed targets of docs/gpus.md: reported as met or missed, they never fail the check (exit
+code).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import time
 from pathlib import Path
 
 CONCURRENCY = [1, 2, 4, 8]
-TARGET_EPOCH_S = 15.0      # README's targets: one paper-PTB softmax run at most 15 s per epoch,
+TARGET_EPOCH_S = 15.0      # docs/gpus.md's targets: one paper-PTB softmax run at most 15 s per epoch,
 TARGET_SPEEDUP = 5.0       # aggregate at least 5x one run,
 TARGET_PTB_HOURS = 150.0   # paper-PTB at most 150 GPU-hours
 
@@ -44,7 +45,7 @@ def run(result, budget: float, simulated: bool) -> None:
             return None
 
     def target(name: str, value, limit: str, ok: bool) -> None:
-        if simulated:  # a tiny model on a CPU says nothing about README's GPU targets
+        if simulated:  # a tiny model on a CPU says nothing about the GPU targets of docs/gpus.md
             result.figure(name, value)
         else:
             result.check(name, value, limit, ok)
@@ -73,8 +74,8 @@ def run(result, budget: float, simulated: bool) -> None:
             rates[family] = row["tokens_per_second"]
             if family == "softmax":
                 epoch = tokens / row["tokens_per_second"]
-                target("s/epoch of one paper-ptb softmax run", round(epoch, 2), f"<= {TARGET_EPOCH_S:g} (README target)",
-                       epoch <= TARGET_EPOCH_S)
+                target("s/epoch of one paper-ptb softmax run", round(epoch, 2),
+                       f"<= {TARGET_EPOCH_S:g} (target, docs/gpus.md)", epoch <= TARGET_EPOCH_S)
         result.figure("one_run", {f: {"tokens_per_second": r["tokens_per_second"],
                                       "seconds_per_epoch": tokens / r["tokens_per_second"],
                                       "peak_gb": r["peak_gb"]} for f, r in one.items()})
@@ -110,7 +111,7 @@ def run(result, budget: float, simulated: bool) -> None:
             speedup = best["tokens_per_second"] / sweep[0]["tokens_per_second"]
             result.figure("best_n", best["n"])
             target("aggregate speed-up at the best N (softmax)", f"{speedup:.2f}x at N={best['n']}",
-                   f">= {TARGET_SPEEDUP:g}x (README target)", speedup >= TARGET_SPEEDUP)
+                   f">= {TARGET_SPEEDUP:g}x (target, docs/gpus.md)", speedup >= TARGET_SPEEDUP)
             # the best N's speed-up applies to the families swept at N = 1 only: stated in the report
             for family in rates:
                 rates[family] *= speedup
@@ -122,4 +123,4 @@ def run(result, budget: float, simulated: bool) -> None:
             result.figure("gpu_hours", hours)
             if "paper-ptb" in hours:
                 target("projected GPU-hours, paper-ptb", round(hours["paper-ptb"], 1),
-                       f"<= {TARGET_PTB_HOURS:g} (README target)", hours["paper-ptb"] <= TARGET_PTB_HOURS)
+                       f"<= {TARGET_PTB_HOURS:g} (target, docs/gpus.md)", hours["paper-ptb"] <= TARGET_PTB_HOURS)

@@ -4,7 +4,7 @@
 synchronising call (a device-to-host read, a blocking copy, a stream or device synchronise); the
 warnings are counted per phase of one small run per head: an SGD epoch, a validation pass, an
 averaging epoch, a validation pass (AdamW for the Transformer, which has no averaging). The
-budget is the simulated device's (README "On GPUs"): at most one sync per ``SYNC_EVERY`` = 50
+budget is the simulated device's (docs/gpus.md): at most one sync per ``SYNC_EVERY`` = 50
 training steps per phase, at most one per validation chunk. On the simulated device the same
 warnings come from its own sync record (tests/support/fake_cuda.py).
 """

@@ -69,7 +69,7 @@ def results_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Per (corpus, head): n ok, n failed, parameters, seconds per epoch, perplexities, place.
 
     Args:
-        runs: the runs table (README columns; missing metric columns are skipped).
+        runs: the runs table (columns: docs/runs-table.md; missing metric columns are skipped).
 
     Returns:
         One row per (corpus, head) with ``<metric>_{n,mean,sd,ci_low,ci_high}`` for the train,

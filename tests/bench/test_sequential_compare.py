@@ -10,7 +10,7 @@ from audit.stats.sequential.stopping import Design
 
 
 def test_default_design_saves_seeds_where_the_old_one_did_not():
-    """The reason for the default (README, "Sequential design"): on LK-SM Table 1's effects it
+    """The reason for the default (docs/statistics.md, "Choosing the default design"): on LK-SM Table 1's effects it
     needs fewer seeds than the fixed design of equal power in most of the 8 head-vs-softmax
     scenarios, with the family-wise error within alpha + 2 SE; the former default (OBF, looks at
     5, 10, ..., 30) saves in at most 3, because it cannot stop at its first look."""

@@ -6,7 +6,7 @@ RNN ``fp32_precision`` to "ieee", asserted here), so values agree to a few ulps 
 summed, not bitwise. Without a GPU they run on the simulated CUDA device
 (tests/support/fake_cuda.py): the device path is exercised (transfers, deep copies, module
 ``.to``, the device spectrum) and every op must keep to one device, but the numbers are the CPU's,
-so the comparisons then say nothing about CUDA rounding (README, "owed").
+so the comparisons then say nothing about CUDA rounding (docs/gpus.md, "Still owed").
 AUDIT_CUDA_TEST_DEVICE=cpu runs them CPU against CPU.
 """
 

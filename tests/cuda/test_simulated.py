@@ -5,7 +5,7 @@ Budgets (issue 22): no op mixes devices; at most one host sync per 50 training s
 evaluation (spectrum, top-k, Jacobian, word similarity) at most once per evaluation chunk, and
 the same numbers as on the CPU; the sync-free averaging path is the one that ran.
 A killed run resumes on the device to exactly the uninterrupted run's numbers. CPU numbers run
-on the CPU here, so a GPU's own rounding (cuBLAS, atomics, TF32) is not covered: README "owed".
+on the CPU here, so a GPU's own rounding (cuBLAS, atomics, TF32) is not covered: docs/gpus.md, "Still owed".
 """
 
 import math
@@ -74,7 +74,7 @@ def test_killed_run_resumes_and_evaluates_on_the_device(head, ptb_corpus, mirror
     # every language-model config resolves the Jacobian's auto mode to reverse (plain autograd):
     # ceil(V / 512) passes <= d_in (paper PTB: 20 <= 400; CPU default: 4 <= 64). This tiny model
     # (V = 10,000, d_in = 8) would pick forward mode, whose torch.func wrappers hide the device
-    # from the simulation; forward mode on a GPU stays in README's "owed" list
+    # from the simulation; forward mode on a GPU stays on docs/gpus.md's "Still owed" list
     monkeypatch.setattr(jacobian, "_resolve_mode", lambda *args, **kwargs: "reverse")
     with simulated_cuda() as sim:
         reference = train(settings, ptb_corpus, tmp_path / "ref", log=lambda m: None)

@@ -29,11 +29,11 @@ def test_gpu_check_plans_into_8_minutes_and_passes_on_the_simulated_device(gpu_c
     md = (out / "gpu-check.md").read_text()
     assert blob["exit"] == 0 and blob["simulated"] is True and blob["minutes"] == MINUTES
 
-    # simulated, and said so; no timing judged against README's GPU targets
+    # simulated, and said so; no timing judged against the GPU targets of docs/gpus.md
     assert md.startswith("# gpu-check: Simulated CUDA device (CPU) (")
     assert "**Simulated device (CPU tensors that report cuda:0" in md
     assert "no timing or memory figure below is a GPU figure" in md
-    assert "README target" not in md
+    assert "target, docs/gpus.md" not in md
     by = {r["step"]: r for r in blob["steps"]}
     assert all(r["simulated"] for r in by.values() if r["status"] != "skipped")
     if by["speed"]["status"] in RAN | {"incomplete"}:

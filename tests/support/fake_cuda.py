@@ -29,7 +29,7 @@ code is a user's, on thousands of GPU-hours. This module proves the CUDA path as
   GPU, and can raise ``torch.cuda.OutOfMemoryError`` when the device's live bytes pass a limit.
 
 What it cannot show: kernel times, cuDNN's choices, TF32 or atomics' rounding, real memory
-fragmentation; those stay on README's "owed" list.
+fragmentation; those stay on docs/gpus.md's "Still owed" list.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ through both phases (an SGD epoch, then averaged SGD from epoch 2 by ET-ASGD) an
 phase: training steps, host syncs (everything inside the epoch, the end-of-epoch read included),
 aten ops, mixed-device ops; and the validation pass's syncs and chunks.
 
-    PYTHONPATH=.:tests python tests/support/gpu_budget.py /path/to/corpus.pt   # README's table
+    PYTHONPATH=.:tests python tests/support/gpu_budget.py /path/to/corpus.pt   # docs/gpus.md's table
 """
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ class WeightDropLSTM(nn.Module):
         # matrix is a fresh tensor each call, so on a GPU cuDNN warns and packs the weights into
         # a new buffer every training step. Writing the mask into the flat buffer in place would
         # cut the autograd path to the undropped weight, so we pay the copy: 0.3 ms per call on
-        # the CPU (functional_call), the GPU figure is owed (README "On GPUs"). Evaluation
+        # the CPU (functional_call), the GPU figure is owed (docs/gpus.md, "Still owed"). Evaluation
         # (training=False) takes the flat path above.
         params = dict(self.lstm.named_parameters())
         params["weight_hh_l0"] = F.dropout(params["weight_hh_l0"], self.wdrop, training=True)

@@ -58,7 +58,7 @@ def load_published(path: str | os.PathLike | None = None) -> pd.DataFrame:
     """The published table (default: the packaged ``audit/data/published.csv``), validated."""
     path = PUBLISHED_CSV if path is None else Path(path)
     df = load_summaries(path)
-    # a plain summary table (corpus, head, metric, mean, sd, n, source; README, --summaries) is one
+    # a plain summary table (corpus, head, metric, mean, sd, n, source; docs/published.md, --summaries) is one
     # set of its own with no printed p-values: arms with an SD and n >= 2 are tested, the rest listed
     if "kind" not in df.columns:
         df["kind"] = ["seeds" if sd == sd and n >= 2 else "single_run" if n == 1 else "no_spread"

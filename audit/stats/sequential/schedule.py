@@ -17,7 +17,7 @@ from __future__ import annotations
 from audit.errors import AuditError
 
 
-# looks of the default design, chosen by simulation with its HSD(gamma 0) spending (README
+# looks of the default design, chosen by simulation with its HSD(gamma 0) spending (docs/statistics.md
 # "Benchmarks", `python -m audit bench sequential --compare`); stopping.Design's defaults too
 DEFAULT_LOOKS = {"initial": 4, "step": 4, "max": 30}
 

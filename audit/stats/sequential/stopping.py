@@ -44,7 +44,7 @@ DECISIONS = ("continue", "efficacy", "equivalence", "futility", "max", "undefine
 class Design:
     """A sequential seeds schedule and its decision settings (``seeds:`` mapping of a study)."""
 
-    # the default design, chosen by simulation (python -m audit bench sequential --compare; README):
+    # the default design, chosen by simulation (python -m audit bench sequential --compare; docs/statistics.md):
     # looks at 4, 8, ..., 28, 30 seeds with linear (HSD gamma 0) spending
     initial: int = 4
     step: int = 4

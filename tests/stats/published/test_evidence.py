@@ -241,7 +241,7 @@ def test_published_study_end_to_end(tmp_path):
 
 
 def test_a_plain_summary_table_is_enough(tmp_path):
-    """README: `--summaries MY.csv` takes any table of rows (corpus, head, metric, mean, sd, n,
+    """docs/published.md: `--summaries MY.csv` takes any table of rows (corpus, head, metric, mean, sd, n,
     source): one set of its own; arms with an SD and n >= 2 are tested, a single run is listed."""
     path = tmp_path / "mine.csv"
     path.write_text("corpus,head,metric,mean,sd,n,source\n"
