@@ -30,84 +30,13 @@ import time
 
 import numpy as np
 
+from audit.bench import sequential_compare
+from audit.bench.sequential_sim import EFFECTS, HEADS, same_power, simulate
 from audit.stats.sequential import boundaries as seq, stopping
 
-HEADS = ("softmax", "ss", "gss", "plif", "mos")
-# test perplexity mean, SD per head (order of HEADS): shared/reference/protocol.md section 6
-EFFECTS = {
-    "table1": {"ptb": ((57.08, 0.10), (57.03, 0.15), (57.02, 0.13), (56.81, 0.11), (54.88, 0.26)),
-               "wt2": ((64.63, 0.09), (64.35, 0.18), (64.51, 0.13), (64.15, 0.17), (61.97, 0.43))},
-    "table2": {"ptb": ((57.08, 0.09), (57.05, 0.15), (57.00, 0.14), (56.80, 0.11), (54.91, 0.26)),
-               "wt2": ((64.63, 0.08), (64.35, 0.17), (64.50, 0.13), (64.16, 0.17), (61.96, 0.40))},
-}
 COLUMNS = ["scenario", "comparison", "sims", "reject_rate", "mc_se", "power", "mean_seeds_per_arm",
            "mean_stages", "fixed_seeds_same_power", "fixed10_power", "seeds_study",
            "seeds_study_fixed10", "stops"]
-
-
-def prefix_stats(x: np.ndarray, sizes) -> tuple[np.ndarray, np.ndarray]:
-    """Means and sample variances of the first n seeds, for each n in ``sizes``.
-
-    Args: x (..., n_max). Returns: (mean, var), each (..., len(sizes)).
-    """
-    n = np.asarray(sizes)
-    s1, s2 = np.cumsum(x, -1)[..., n - 1], np.cumsum(x * x, -1)[..., n - 1]
-    mean = s1 / n
-    return mean, np.maximum(s2 - n * mean * mean, 0.0) / (n - 1)
-
-
-def looks(draws: np.ndarray, sizes, margin: float) -> dict:
-    """Welch statistics of every head (arms 1..) against arm 0 after each stage size.
-
-    Args: draws (N, arms, n_max). Returns: dict of (N, arms - 1, len(sizes)) arrays.
-    """
-    # centre on the baseline's mean first: perplexities ~57 with SDs ~0.1 would lose digits in
-    # the sum-of-squares variance
-    x = draws - draws[:, :1, :1]
-    mean, var = prefix_stats(x, sizes)
-    n = np.asarray(sizes, float)
-    return stopping.welch_arrays(mean[:, 1:], var[:, 1:], n, mean[:, :1], var[:, :1], n, margin)
-
-
-def fixed_power(draws, truth, alpha: float, n_values) -> np.ndarray:
-    """Power per comparison of the fixed design (Welch, Holm within the family) with n seeds.
-
-    Returns: (len(n_values), arms - 1), the rate of rejections in the true direction.
-    """
-    w = looks(draws, n_values, np.nan)
-    m = draws.shape[1] - 1
-    out = np.zeros((len(n_values), m))
-    levels = alpha / np.arange(1, m + 1)
-    for j in range(len(n_values)):
-        p = w["p"][..., j]
-        rejected = stopping.holm(p[..., None] < levels, np.isfinite(p))
-        out[j] = (rejected & (np.sign(w["diff"][..., j]) == np.sign(truth))).mean(0)
-    return out
-
-
-def simulate(means, sds, design: stopping.Design, sims: int, rng: np.random.Generator,
-             margin: float = np.nan, fixed_max: int = 60) -> dict:
-    """Simulate ``sims`` studies of one family; returns per-comparison and study results."""
-    means, sds = np.asarray(means, float), np.asarray(sds, float)
-    sizes = design.sizes
-    n_draw = max(design.maximum, fixed_max)
-    draws = means[None, :, None] + sds[None, :, None] * rng.standard_normal((sims, len(means), n_draw))
-    m = len(means) - 1
-    w = looks(draws[..., : design.maximum], sizes, margin)
-    t = np.asarray(sizes, float) / design.maximum
-    eff = stopping.level_table(t, design, m, sides=2, final=True)
-    eq = stopping.level_table(t, design, m, sides=1, final=True)
-    out = stopping.replay(w["p"], w["p_tost"], w["diff"], w["se"], w["info"], eff, eq, design,
-                          len(sizes) - 1, margin)
-    truth = means[1:] - means[0]
-    seeds = np.asarray(sizes)[out["stop"]]                      # (sims, m) seeds per arm at stop
-    diff_at_stop = np.take_along_axis(w["diff"], out["stop"][..., None], -1)[..., 0]
-    right = out["rejected"] & (np.sign(diff_at_stop) == np.sign(truth))
-    study = seeds.sum(-1) + seeds.max(-1)                       # heads + the shared softmax arm
-    n_values = np.arange(2, n_draw + 1)
-    fixed = fixed_power(draws, truth, design.alpha, n_values)
-    return dict(out=out, seeds=seeds, right=right, study=study, truth=truth, fixed=fixed,
-                n_values=n_values, fixed10=fixed_power(draws[..., :10], truth, design.alpha, [10])[0])
 
 
 def _fmt(x) -> str:
@@ -116,13 +45,6 @@ def _fmt(x) -> str:
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return ""
     return f"{x:.6g}" if isinstance(x, float) else str(x)
-
-
-def same_power(res: dict, power: float, col: int):
-    """The fewest seeds per arm with which the fixed design reaches ``power`` on comparison
-    ``col`` (on the same simulated seeds); ``">60"`` (the most drawn) when none does."""
-    reach = np.flatnonzero(res["fixed"][:, col] >= power)
-    return int(res["n_values"][reach[0]]) if reach.size else f">{res['n_values'][-1]}"
 
 
 def rows(name: str, res: dict, sims: int, null: bool, arms: int) -> list[list]:
@@ -167,8 +89,6 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     start = time.perf_counter()
     if args.compare:
-        from audit.bench import sequential_compare
-
         print(sequential_compare.main(args.sims, args.seed, args.effects, args.alpha, args.futility_power,
                                       args.margin))
         print(f"# {len(sequential_compare.CANDIDATES)} designs, effects {args.effects}, sims {args.sims}, "

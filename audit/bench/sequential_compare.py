@@ -27,7 +27,7 @@ import math
 
 import numpy as np
 
-from audit.bench import sequential as bench
+from audit.bench import sequential_sim as bench
 from audit.stats.sequential.stopping import Design
 
 # (initial, step, spending, gamma): the default (OBF 5/5/30), Pocock, Hwang-Shih-DeCani

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from audit.bench import sequential as bench
+from audit.bench import sequential as bench, sequential_sim
 from audit.stats.sequential import stopping
 
 
@@ -21,7 +21,7 @@ def run(*args) -> pd.DataFrame:
 
 def test_prefix_stats_are_means_and_sample_variances():
     x = np.random.default_rng(0).normal(size=(3, 2, 12))
-    mean, var = bench.prefix_stats(x, [2, 5, 12])
+    mean, var = sequential_sim.prefix_stats(x, [2, 5, 12])
     for j, n in enumerate([2, 5, 12]):
         np.testing.assert_allclose(mean[..., j], x[..., :n].mean(-1))
         np.testing.assert_allclose(var[..., j], x[..., :n].var(-1, ddof=1))
