@@ -15,7 +15,7 @@ VERBS = {
     "train": "audit.train.trainer",       # train one (corpus, head, seed) run
     "progress": "audit.train.progress",   # epochs done, best valid ppl, s/epoch, ETA of a study's runs
     "evaluate": "audit.evaluate.run",     # test perplexity, log-P spectrum, word similarity
-    "collect": "audit.runs_table",        # gather per-run metrics into the runs table
+    "collect": "audit.stats.runs_table",        # gather per-run metrics into the runs table
     "stats": "audit.stats.cli",           # one statistics table from the runs table
     "baselines": "audit.evaluate.baselines",  # unigram and add-k bigram perplexity of each corpus
     "sequential": "audit.stats.sequential.interim",  # interim analysis of a group-sequential seeds schedule

@@ -195,9 +195,7 @@ def check_study(config: dict, source: str = "config") -> dict:
     config["heads"] = expand_grids(config["heads"], source)
     _check_semantics(config, schema, source)
     if isinstance(config["seeds"], dict):  # a sequential schedule (audit/stats/sequential/schedule.py)
-        from audit.stats.sequential import schedule
-
-        schedule.check(config, source)
+        check_schedule(config, source)
     for name in _UNIQUE:
         _check_unique(name, config[name], source)
     if needs_model_check(config):
@@ -309,6 +307,30 @@ def _check_body_and_training(config: dict, entry: dict, i: int, source: str) -> 
             raise AuditError(f"{where('train', 'bptt')}: chunks of up to {longest} tokens exceed the transformer's "
                              f"model.context_size={context} (set train.variable_bptt false, a shorter bptt or "
                              f"a longer context)")
+
+
+# looks of the default design, chosen by simulation with its HSD(gamma 0) spending (docs/statistics.md
+# "Benchmarks", `python -m audit bench sequential --compare`); stopping.Design's defaults too
+DEFAULT_LOOKS = {"initial": 4, "step": 4, "max": 30}
+
+
+def check_schedule(config: dict, source: str = "config") -> None:
+    """What the schema cannot say about a sequential schedule.
+
+    Raises:
+        AuditError: one line naming the key: max below initial, or no comparisons to decide.
+
+    Fills the default looks (``DEFAULT_LOOKS``) the mapping leaves out, in place.
+    """
+    spec = config["seeds"]
+    for key, value in DEFAULT_LOOKS.items():   # `seeds: {}` is the default design
+        spec.setdefault(key, value)
+    if spec["max"] < spec["initial"]:
+        raise AuditError(f"{source}: config key seeds.max: must be >= seeds.initial "
+                         f"({spec['max']} < {spec['initial']})")
+    if config["data"]["corpora"] and not config.get("comparisons"):
+        raise AuditError(f"{source}: config key seeds: a sequential schedule needs a comparisons "
+                         "section (its interim analyses decide those comparisons)")
 
 
 def _check_semantics(config: dict, schema: dict, source: str) -> None:

@@ -35,6 +35,12 @@ def atomic_write_text(text: str, path: str | os.PathLike) -> Path:
     return atomic_write(path, write)
 
 
+
+def write_table(df, path: str | os.PathLike) -> Path:
+    """Write the DataFrame ``df`` as CSV atomically (10 significant digits, no index): every
+    stage's tables, so the evaluate and stats stages write them alike."""
+    return atomic_write_text(df.to_csv(index=False, float_format="%.10g"), path)
+
 def atomic_save(obj, path: str | os.PathLike) -> Path:
     """``torch.save`` atomically."""
     import torch

@@ -15,7 +15,7 @@ from audit.evaluate import hidden_gap
 from audit.evaluate.run import evaluate_run
 from audit.report.checks import find_warnings
 from audit.report.saturation import read_saturation, saturation
-from audit.runs_table import collect
+from audit.stats.runs_table import collect
 from audit.train.trainer import train
 from tests.helpers import TINY_EVALUATE, doc_example, tiny_settings, write_package
 

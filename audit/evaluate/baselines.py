@@ -119,7 +119,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     from audit.data.corpus import load
-    from audit.stats.io import write_table
+    from audit.files import write_table
 
     rows = []
     for item in args.corpus:

@@ -19,7 +19,7 @@ import yaml
 
 from audit.config import check_section, check_stats_config, read_claims_file, schema_defaults
 from audit.errors import AuditError
-from audit.files import atomic_write_text
+from audit.files import write_table  # noqa: F401 (the stats modules write their tables through io)
 
 STATUSES = ("ok", "failed")
 PAIR_COLUMNS = ("corpus", "head", "seed", "benchmark", "word1", "word2", "gold", "cosine")
@@ -230,11 +230,6 @@ def load_pairs(path: str | os.PathLike) -> pd.DataFrame:
     for col in ("gold", "cosine"):
         df[col] = numeric_column(df[col], name, col)
     return df[np.isfinite(df["gold"]) & np.isfinite(df["cosine"])].reset_index(drop=True)
-
-
-def write_table(df: pd.DataFrame, path: str | os.PathLike) -> None:
-    """Write ``df`` as CSV atomically: a temporary file in the same directory, then replace."""
-    atomic_write_text(df.to_csv(index=False, float_format="%.10g"), path)
 
 
 def note(message: str) -> None:

@@ -134,7 +134,7 @@ def analyse(runs: pd.DataFrame, config: dict, stage: int, source: str = "config"
     """The record of interim analysis ``stage`` (1-based) of a study.
 
     Args:
-        runs: the runs table of the runs trained so far (``audit.runs_table.collect``).
+        runs: the runs table of the runs trained so far (``audit.stats.runs_table.collect``).
         config: the study's ``seeds`` (a mapping), ``comparisons`` and ``stats`` sections.
         stage: the stage just trained, 1..K.
 
@@ -248,7 +248,7 @@ def main(argv: list[str]) -> int:
             raise AuditError(f"{args.stage_file}: stage {record.get('stage')} is not the last one (comparisons continue)")
         atomic_write_text(json.dumps(record, indent=1, allow_nan=False) + "\n", Path(args.out))
         return 0
-    from audit.runs_table import collect
+    from audit.stats.runs_table import collect
 
     try:
         config = json.loads(args.design)

@@ -17,11 +17,6 @@ from __future__ import annotations
 from audit.errors import AuditError
 
 
-# looks of the default design, chosen by simulation with its HSD(gamma 0) spending (docs/statistics.md
-# "Benchmarks", `python -m audit bench sequential --compare`); stopping.Design's defaults too
-DEFAULT_LOOKS = {"initial": 4, "step": 4, "max": 30}
-
-
 def is_sequential(config: dict) -> bool:
     """Whether the study declares a group-sequential seeds mapping."""
     return isinstance(config.get("seeds"), dict)
@@ -61,25 +56,6 @@ def design_settings(config: dict) -> dict:
             "first": int(spec.get("first", 1)), "spending": spec.get("spending", "hsd"),
             "futility_power": float(spec.get("futility_power", 0.1)), "alpha": float(alpha),
             "gamma": float(spec.get("gamma", 0.0))}  # the schema's defaults (stopping.Design's too)
-
-
-def check(config: dict, source: str = "config") -> None:
-    """What the schema cannot say about a sequential schedule.
-
-    Raises:
-        AuditError: one line naming the key: max below initial, or no comparisons to decide.
-
-    Fills the default looks (``DEFAULT_LOOKS``) the mapping leaves out, in place.
-    """
-    spec = config["seeds"]
-    for key, value in DEFAULT_LOOKS.items():   # `seeds: {}` is the default design
-        spec.setdefault(key, value)
-    if spec["max"] < spec["initial"]:
-        raise AuditError(f"{source}: config key seeds.max: must be >= seeds.initial "
-                         f"({spec['max']} < {spec['initial']})")
-    if config["data"]["corpora"] and not config.get("comparisons"):
-        raise AuditError(f"{source}: config key seeds: a sequential schedule needs a comparisons "
-                         "section (its interim analyses decide those comparisons)")
 
 
 def progress_seeds(config: dict, arm_dir) -> list[int]:

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from audit.errors import AuditError
-from audit.runs_table import BASE_COLUMNS, collect
+from audit.stats.runs_table import BASE_COLUMNS, collect
 
 
 def _run(root, head, seed, status="ok", settings=None, ppl=100.0):
@@ -50,7 +50,7 @@ def test_a_run_without_a_status_is_an_error_not_a_success(tmp_path):
 def test_sentence_files_are_gathered_by_run(tmp_path):
     import numpy as np
 
-    from audit.runs_table import main
+    from audit.stats.runs_table import main
     from audit.stats import multiboot
 
     dirs = [_run(tmp_path, "softmax", 1), _run(tmp_path, "mos", 2)]
