@@ -34,6 +34,7 @@ from audit.model.bodies.awd_lstm import AWDLSTMBody
 from audit.model.bodies.transformer import TransformerBody
 from audit.model.importpath import check_body_class, is_import_path, load_class
 from audit.model.options import BODY_NAMES
+from audit.model.traits.bodies import BodyTraits
 
 BODIES: dict[str, type[nn.Module]] = {cls.name: cls for cls in (AWDLSTMBody, TransformerBody)}
 assert tuple(BODIES) == BODY_NAMES, "audit.model.options and the body classes disagree"
@@ -48,8 +49,9 @@ class BodyProtocol(Protocol):
     def forward(self, words: torch.Tensor, hidden): ...
 
 
-class BodyDefaults:
-    """The optional members of the body protocol for a class that lacks them."""
+class BodyDefaults(BodyTraits):
+    """The optional members of the body protocol for a class that lacks them (the planning
+    traits: ``BodyTraits``'s stated conservative rule)."""
 
     output_box = None
     output_rank = None
