@@ -262,12 +262,17 @@ def evaluate_minutes(settings: dict) -> int:
     passes = 2 if options["hidden_gap"] else 1
     forward = seconds_per_token(settings, gpu) / 3 * (tokens(settings, "test") + tokens(settings, "valid")
                                                       + (passes - 1) * m)
+    return _minutes(forward + passes * (m * n * k + 2 * k**3) / GRAM_FLOPS + argmax_seconds(settings), gpu)
+
+
+def argmax_seconds(settings: dict) -> float:
+    """CPU seconds of the argmax test at most: a head that declares ``exact_argmax`` gets the
+    cheap tiers (V^2 d) and at most ``lp_budget`` LPs, any other the witness search."""
+    n = vocab_of(settings)
     if head_traits(settings["head"]).exact_argmax:
-        argmax = ARGMAX_CHEAP_SECONDS * n * n * _dims(settings)["emb_size"] \
-            + ARGMAX_LP_SECONDS * options["argmax"]["lp_budget"]
-    else:
-        argmax = argmax_search_seconds(settings, n)
-    return _minutes(forward + passes * (m * n * k + 2 * k**3) / GRAM_FLOPS + argmax, gpu)
+        return ARGMAX_CHEAP_SECONDS * n * n * _dims(settings)["emb_size"] \
+            + ARGMAX_LP_SECONDS * settings["evaluate"]["argmax"]["lp_budget"]
+    return argmax_search_seconds(settings, n)
 
 
 def argmax_search_seconds(settings: dict, vocab: int) -> float:
