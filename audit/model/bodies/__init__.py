@@ -18,7 +18,11 @@ for [-a, a]^d_out, or a pair (lo, hi) of per-coordinate bounds; None when the bo
 when they fill it, less under a final normalisation; the rank the hidden-gap control of a
 softmax head expects, ``audit.evaluate.hidden_gap.control``; None when the body states none)
 and ``name``. Parameters
-are counted with the model's (``audit.model.params``), the shared embedding once.
+are counted with the model's (``audit.model.params``), the shared embedding once. Planning
+traits (``audit.model.traits.bodies.BodyTraits``: ``param_count``, ``macs_per_token``,
+``train_floats``, ``eval_floats``, ``host_train_floats``, ``state_copies``, ``eval_window``,
+classmethods of the run's sizes) tell the planners what a token costs; a body that lacks them
+is planned by the stated conservative rule (docs/bodies.md, "Planning traits").
 """
 
 from __future__ import annotations

@@ -71,6 +71,12 @@ class HeadProtocol(Protocol):
       in between (softmax, softmax_matched): its double-centred log-P then has the rank of the
       body's features (``output_rank`` of the body), the hidden-gap control
       (``audit.evaluate.hidden_gap.control``). Default False.
+
+    Planning traits (``audit.model.traits.heads.HeadTraits``, class-level, read by
+    ``audit.resources`` and ``audit.memory`` without building the head): ``timing_family``,
+    ``output_cost``, ``train_vocab_floats``, ``exact_argmax`` and the classmethods
+    ``components``, ``cost``, ``vocab_floats``, ``search_decoders`` and ``param_count``; the
+    defaults err long (docs/heads.md, "Planning traits").
     """
 
     def forward(self, h: torch.Tensor) -> torch.Tensor: ...
