@@ -5,26 +5,28 @@ peak live device bytes of one job, checked against the simulated CUDA device's p
 (tests/support/fake_cuda.py) for every head at two tiny sizes and for tiny Transformers
 (tests/test_memory.py: within ``MEASURED_FACTOR`` of the measured peak):
 
-- training: the state (AWD-LSTM: weights, gradients, ASGD average, best copy, weight drop's
-  dropped copies, ``STATE_COPIES`` x parameters x 4 bytes; other bodies: weights, gradients and
-  the optimiser's moments, ``state_copies``), the corpus on the device (int64) and one step's
+- training: the state (the body's ``state_copies`` x parameters x 4 bytes; AWD-LSTM: weights,
+  gradients, ASGD average, best copy, weight drop's dropped copies; other bodies: weights,
+  gradients and the optimiser's moments), the corpus on the device (int64) and one step's
   activations at the longest BPTT sequence (bptt + max_seq_len_delta) x batch tokens, each token
-  holding the body's floats (``audit.bodycost.train_floats`` by ``model.body``: ``LSTM_FLOATS``
-  per hidden unit per layer; a pre-LN Transformer's saved tensors per block, plus heads x T
-  attention scores per block when attention takes the math path) and ``HEAD_FLOATS`` floats per
-  vocabulary entry and mixture component (logits, log-softmax, their gradients). V is the
-  vocabulary the run trains on (``data.vocab_size`` when set). Float32 throughout: bf16 autocast
-  keeps some activations in half the bytes, so a bf16 run needs less than planned;
+  holding the body's floats (its ``train_floats``: 14 per LSTM hidden unit per layer; a
+  pre-LN Transformer's saved tensors per block, plus heads x T attention scores per block when
+  attention takes the math path) and the head's ``vocab_floats`` per vocabulary entry (logits,
+  log-softmax, their gradients, per mixture component). V is the vocabulary the run trains on
+  (``data.vocab_size`` when set). Float32 throughout: bf16 autocast keeps some activations in
+  half the bytes, so a bf16 run needs less than planned;
 - evaluation: the model, the test split, one chunk's forward (eval_batch_size x bptt tokens, no
-  gradients; a Transformer's body reads windows of context_size tokens) and the spectrum: the
+  gradients; a body reads pieces in windows of its ``eval_window``: a Transformer's
+  context_size tokens) and the spectrum: the
   float64 k x k Gram and the 512 MB row buffer while rows stream (audit/evaluate/spectrum.py),
   then ``EIGH_COPIES`` k x k doubles while the GPU's eigensolver runs (measured on an H200), or
   the buffered rows when m <= n.
 
 A GPU's own overheads (CUDA context, cuDNN/cuBLAS workspaces, the caching allocator's
 fragmentation) are not tensors: ``CONTEXT_BYTES`` per process and the ``margin`` cover them.
-A body from outside the project is planned by ``audit.bodycost``'s stated conservative rule, and
-``plan-memory`` prints a note saying so.
+Heads and bodies answer through their planning traits (``audit.model.traits``); a body from
+outside the project that declares no cost traits is planned by the stated conservative rule
+(``audit.model.traits.bodies.BodyTraits``), and ``plan-memory`` prints a note saying so.
 """
 
 from __future__ import annotations
@@ -33,25 +35,16 @@ import math
 
 from audit import bodycost
 from audit.errors import AuditError
+from audit.model.traits import head_traits
 from audit.resources import _dims, n_params, spectrum_shape, tokens, vocab_of
 
 GB = 1e9
-STATE_COPIES = 5          # AWD-LSTM: weights, gradients, ASGD average, best weights, weight-dropped copies
-# other bodies: weights and gradients, each optimiser state (AdamW's two moments), the average
-# (the best weights go to the host: audit/train/trainer.py)
-OPTIMIZER_COPIES = {"sgd": 0, "adamw": 2}
-LSTM_FLOATS = bodycost.LSTM_FLOATS  # per hidden unit per layer per token (audit/bodycost.py)
-# floats per vocabulary entry per training token. Fitted to the simulated device's peaks: a plain
-# log-softmax (softmax, MoC) keeps 3 (logits, log-probs, a gradient); a transformed one
-# (SigSoftmax, GSS, PLIF, Mixtape) 9 (its elementwise intermediates). MoS per component: its loss
-# forms the mixture at the target words alone, so no (T, B, V) mixture exists; the simulated
-# device kept 2 (the kept softmax and one transient logits or gradient tensor), a real H200
-# 3.3 (paper-ptb's MoS, K = 15, fp32: 3.21 GB where 2 planned 2.21; docs/gpu/NVIDIA-H200-2026-11-26.json):
-# the GPU's figure, the larger, is the plan. The same H200 measured SigSoftmax at 4.3 of the 9
-# (paper-wt2: 7.0 GB of 12.6 planned); 9 stays until GSS, PLIF and Mixtape are measured too
-# (docs/gpus.md: a plan too large costs runs per GPU, one too small an out-of-memory retry).
-PLAIN_HEADS = {"softmax", "softmax_matched", "moc"}
-HEAD_FLOATS = {"plain": 3, "transformed": 9, "per_component": 3.3}
+# Floats per vocabulary entry per training token are the head's ``train_vocab_floats``
+# (audit/model/traits/heads.py), fitted to the simulated device's peaks: a plain log-softmax
+# (softmax, MoC) keeps 3, a transformed one 9, MoS 3.3 per component (a real H200's figure).
+# The same H200 measured SigSoftmax at 4.3 of the 9 (paper-wt2: 7.0 GB of 12.6 planned); 9
+# stays until GSS, PLIF and Mixtape are measured too (docs/gpus.md: a plan too large costs
+# runs per GPU, one too small an out-of-memory retry).
 EVAL_HEAD_FLOATS = 3      # forward only: logits, log-softmax, the kept log-probs
 GRAM_BLOCK_BYTES = 1 << 29  # audit/evaluate/spectrum.py _BLOCK_BYTES
 # k x k float64 matrices alive while torch.linalg.eigvalsh (cuSOLVER) solves the Gram on a GPU:
@@ -65,35 +58,24 @@ MEASURED_FACTOR = 2.0     # the model is within this factor of the simulated dev
 
 
 def components(settings: dict) -> int:
-    """Vocabulary-sized rows per token the head computes: K for MoS (K softmaxes), 1 for the
-    others (MoC mixes contexts before one softmax; Mixtape computes its four component logits only
-    for the frequent 10% of the vocabulary)."""
-    from audit.model.options import HEAD_OPTIONS
-
-    head = settings["head"]
-    if head in ("mos", "mos_uniform"):
-        return int({**HEAD_OPTIONS[head], **settings.get("options", {})}["experts"])
-    return 1
+    """Vocabulary-sized rows per token the head computes: its ``components`` (K for MoS; 1 for
+    MoC, which mixes contexts before one softmax, and Mixtape, which computes its four component
+    logits only for the frequent 10% of the vocabulary)."""
+    return head_traits(settings["head"]).components(settings.get("options", {}))
 
 
 def head_floats(settings: dict) -> float:
-    """Floats per vocabulary entry one training token holds in the head (see HEAD_FLOATS)."""
-    k = components(settings)
-    if k > 1:
-        return HEAD_FLOATS["per_component"] * k
-    return HEAD_FLOATS["plain" if settings["head"] in PLAIN_HEADS else "transformed"]
+    """Floats per vocabulary entry one training token holds in the head (its ``vocab_floats``)."""
+    return head_traits(settings["head"]).vocab_floats(settings.get("options", {}))
 
 
 def _state_bytes(settings: dict) -> float:
-    return n_params(_dims(settings), vocab_of(settings)) * 4
+    return n_params(settings) * 4
 
 
 def state_copies(settings: dict) -> int:
-    """Parameter-sized tensors a training job keeps on the device (STATE_COPIES, OPTIMIZER_COPIES)."""
-    if bodycost.body_of(_dims(settings)) == "awd_lstm":
-        return STATE_COPIES
-    t = settings["train"]
-    return 2 + OPTIMIZER_COPIES[t.get("optimizer", "sgd")] + (t["asgd"] != "none")
+    """Parameter-sized tensors a training job keeps on the device (the body's ``state_copies``)."""
+    return bodycost.body(_dims(settings)).state_copies(settings["train"])
 
 
 def train_bytes(settings: dict, math_attention: bool | None = None) -> float:
@@ -117,7 +99,7 @@ def evaluate_bytes(settings: dict) -> float:
     piece in a window of up to context_size tokens (``bodycost.eval_floats`` per window token).
     """
     t, vocab, sizes = settings["train"], vocab_of(settings), _dims(settings)
-    window = sizes["context_size"] if bodycost.body_of(sizes) != "awd_lstm" else t["bptt"]
+    window = bodycost.body(sizes).eval_window(sizes, t["bptt"])
     body = window * bodycost.eval_floats(sizes, window, bodycost.math_attention(sizes, "cuda"))
     head = t["bptt"] * EVAL_HEAD_FLOATS * components(settings) * vocab
     chunk = t["eval_batch_size"] * (body + head) * 4

@@ -1,17 +1,21 @@
 """Wall time and memory a SLURM job of the study needs, from the study's size alone.
 
-Torch-free: rules/train.smk and rules/evaluate.smk call ``train_minutes``, ``train_mem_mb``,
-``evaluate_minutes`` and ``evaluate_mem_mb`` as Snakemake resource functions (``runtime`` in
-minutes, ``mem_mb`` in MB) while the DAG is planned, usually on a login node. The user does not
-guess: the figures follow from epochs, tokens per epoch, model size, corpus and head family.
+Torch-free for built-in heads and bodies: rules/train.smk and rules/evaluate.smk call
+``train_minutes``, ``train_mem_mb``, ``evaluate_minutes`` and ``evaluate_mem_mb`` as Snakemake
+resource functions (``runtime`` in minutes, ``mem_mb`` in MB) while the DAG is planned, usually
+on a login node. The user does not guess: the figures follow from epochs, tokens per epoch,
+model size, corpus and what the head and body declare (their planning traits,
+``audit.model.traits``: a head's timing family, output cost, components, exact argmax and
+parameters; a body's multiply-adds, activations and parameters), the same members for a head or
+body from outside the project, whose undeclared ones take documented defaults.
 
 Model (every constant below says where it comes from):
 
 - GPU training: the published seconds per epoch on one V100 (LK Table 2, by corpus and head
-  family; shared/reference/protocol.md section 6), scaled by the tokens per epoch and by the
+  family, the head's ``timing_family``; shared/reference/protocol.md section 6), scaled by the tokens per epoch and by the
   multiply-adds per token of this model over those of the published one, never below a per-step
   floor (small models on a GPU are bound by kernel launches, not arithmetic). The body's share
-  comes from ``audit/bodycost.py`` by ``model.body``: a Transformer's 6 N + 12 L T d FLOPs per
+  comes from ``audit/bodycost.py``, the body's ``macs_per_token``: a Transformer's 6 N + 12 L T d FLOPs per
   token are thus run at the AWD-LSTM's V100 rate (about 2.4 TFLOP/s), which errs long for a
   body that keeps a GPU busier than an LSTM's time steps do.
 - CPU training: seconds per token = overhead + multiply-adds x cost, both fitted to two runs
@@ -21,7 +25,7 @@ Model (every constant below says where it comes from):
   (audit/evaluate/spectrum.py) costs m n^2 + 2 k^3 flops at the rate measured by
   ``python -m audit bench spectrum`` (docs/benchmarks.md); the hidden-size gap repeats the
   forward pass over the spectrum's contexts and the spectrum (``evaluate.hidden_gap``), and the
-  argmax test of the heads with an exact one costs its cheap tiers (V^2 d) plus at most
+  argmax test of the heads with an exact one (``exact_argmax``) costs its cheap tiers (V^2 d) plus at most
   ``evaluate.argmax.lp_budget`` LPs, that of the others (the witness search) at most
   ``evaluate.argmax.search_tokens`` tokens x (``search_steps`` + the starts) forward and
   backward passes of the head (``python -m audit bench argmax``).
@@ -34,11 +38,14 @@ attempt (the profile's ``retries``) or the next invocation.
 
 from __future__ import annotations
 
+import functools
+import json
 import math
 import os
 
 from audit import bodycost
 from audit.errors import AuditError
+from audit.model.traits import head_traits
 
 # Tokens per split (with <eos>) and vocabulary of the pinned files; tests/test_resources.py
 # recounts them from the data mirror.
@@ -59,16 +66,9 @@ PUBLISHED_MODEL = {
     ("wikitext-2", "mos"): {"emb_size": 300, "hidden_size": 1150, "last_size": 650, "n_layers": 3, "experts": 15},
 }
 LK_MODEL = {"emb_size": 400, "hidden_size": 1150, "last_size": None, "n_layers": 3, "experts": 1}
-# Heads without a published time take the nearest published family. MoC and Mixtape share MoS's
-# body and batch; their extra work is far below K softmaxes, so MoS's time bounds theirs.
-FAMILY = {"softmax": "softmax", "softmax_matched": "softmax", "sigsoftmax": "sigsoftmax", "gss": "gss",
-          "plif": "plif", "plif_frozen": "plif", "mos": "mos", "mos_uniform": "mos", "moc": "mos",
-          "mixtape": "mos"}
-# Cost of each head's output layer relative to softmax's d' x V product, measured by
-# `python -m audit bench heads` (docs/benchmarks.md: one CPU thread, d = 400, V = 10,000; PLIF
-# at its busy-machine 1.28x). MoS computes K softmaxes, hence its 24x.
-HEAD_COST = {"softmax": 1.0, "softmax_matched": 1.0, "sigsoftmax": 1.075, "gss": 1.095, "plif": 1.28,
-             "plif_frozen": 1.119, "moc": 1.69, "mixtape": 1.745, "mos": 24.2, "mos_uniform": 24.2}
+# A head's published family (``timing_family``) and its output layer's cost relative to
+# softmax's d' x V product (``output_cost``, ``python -m audit bench heads``) are its planning
+# traits (audit/model/traits/heads.py): heads without a published time take the nearest family.
 GPU_SECONDS_PER_STEP_FLOOR = 0.02  # assumed launch-bound floor per batch step (3-layer LSTM, weight drop)
 
 # CPU anchors (tokens/s of training, one epoch): the smoke model (configs/smoke.yaml, 1 thread,
@@ -90,8 +90,8 @@ STARTUP_SECONDS = 120  # imports, corpus load, model build, final save
 # the one-call cost, so the upper figure stays the request's ceiling; the witness, dominated and braid tiers took 8.0 CPU-s at that size and scale as V^2 d
 ARGMAX_LP_SECONDS = 11.0
 ARGMAX_CHEAP_SECONDS = 8.0 / (10_000**2 * 400)
-# heads with the exact test (audit/evaluate/debate.py: an increasing map of W x + b, or MoC)
-EXACT_ARGMAX_HEADS = ("softmax", "softmax_matched", "sigsoftmax", "gss", "plif", "plif_frozen", "moc")
+# the heads with the exact test declare ``exact_argmax`` (audit/evaluate/debate.py: an increasing
+# map of W x + b, or MoC's one softmax over W xbar + b)
 # the witness search of the other heads (audit/evaluate/argmax_search.py): CPU seconds of one
 # token's ascent step (forward and backward of the head) per multiply-add of the head's forward,
 # timed at PTB paper size (MoS, 15 experts, d' = 620, d = 280: 4.4 ms per token-step for 44.6M
@@ -139,11 +139,9 @@ def vocab_of(settings: dict) -> int:
 def macs_per_token(dims: dict, vocab: int, head: str = "softmax") -> float:
     """Multiply-adds of one forward step per token: the body (``bodycost.body_macs``: the LSTM
     gates, or a Transformer's weights and attention), the mixture's latent layer (d' -> K d) and
-    the tied decoder (d x V, weighted by the head's measured cost)."""
+    the tied decoder (d x V, weighted by the head's measured cost, ``cost(K)``)."""
     last, d, experts = dims.get("last_size") or dims["emb_size"], dims["emb_size"], dims["experts"]
-    cost = HEAD_COST.get(head, HEAD_COST["mos"])
-    if head in ("mos", "mos_uniform"):  # the bench's 24.2x is for K = 15 softmaxes
-        cost *= experts / 15
+    cost = head_traits(head).cost(experts)
     latent = last * experts * d if experts > 1 else 0
     return bodycost.body_macs(dims, vocab) + latent + d * vocab * cost
 
@@ -154,13 +152,36 @@ def train_flops_per_token(dims: dict, vocab: int, head: str = "softmax") -> floa
     return 2 * bodycost.TRAIN_PASSES * macs_per_token(dims, vocab, head)
 
 
-def n_params(dims: dict, vocab: int) -> int:
-    """Approximate trainable parameters: tied embedding, the body (``bodycost.body_params``),
-    decoder bias, and for a mixture its latent layer (d' -> K d, with bias) and prior (d' -> K)."""
-    last, d, experts = dims.get("last_size") or dims["emb_size"], dims["emb_size"], dims["experts"]
-    mixture = (last * experts * d + experts * d + last * experts) if experts > 1 else 0
-    bias = vocab if dims.get("decoder_bias", True) else 0
-    return vocab * d + bodycost.body_params(dims, vocab) + bias + mixture
+def n_params(settings: dict) -> int:
+    """Trainable parameters of the run's model as its settings describe it (a capacity-matched
+    softmax at its configured sizes, not solved): the tied V x d embedding plus the counts the
+    body and the head declare (``param_count``); when either declares none, the whole model
+    counted on PyTorch's meta device (``audit.model.params.count_params``, exact for any part).
+    tests/test_resources.py checks the declared counts against that count for every built-in
+    head on both bodies."""
+    dims, vocab, options = _dims(settings), vocab_of(settings), settings.get("options", {})
+    d = dims["emb_size"]
+    head = head_traits(settings["head"]).param_count(dims.get("last_size") or d, d, vocab, options,
+                                                    dims["decoder_bias"])
+    body = bodycost.body(dims).param_count(dims, vocab)
+    if head is None or body is None:
+        return _meta_count(settings["head"], json.dumps(options, sort_keys=True),
+                           json.dumps({k: v for k, v in dims.items() if k != "experts"}, sort_keys=True), vocab)
+    return vocab * d + body + head
+
+
+@functools.cache
+def _meta_count(head: str, options: str, sizes: str, vocab: int) -> int:
+    """``count_params`` of the model (imports torch and the outside part's module, which
+    validating the study has already imported)."""
+    import dataclasses
+
+    from audit.model.awd_lstm import ModelConfig
+    from audit.model.params import count_params
+
+    fields = {f.name for f in dataclasses.fields(ModelConfig)}
+    model = {k: v for k, v in json.loads(sizes).items() if k in fields}
+    return count_params(ModelConfig(vocab_size=vocab, head=head, head_options=json.loads(options), **model))
 
 
 def _cpu_fit() -> tuple[float, float]:
@@ -196,7 +217,7 @@ def seconds_per_token(settings: dict, gpu: bool) -> float:
     corpus, head, vocab = settings["corpus"], settings["head"], vocab_of(settings)
     dims = _dims(settings)
     if gpu:
-        family = FAMILY.get(head, "mos")
+        family = head_traits(head).timing_family
         ref = PUBLISHED_MODEL.get((corpus, family), LK_MODEL)  # measured at the full vocabulary
         published = V100_SECONDS_PER_EPOCH[corpus][family] / SPLIT_TOKENS[corpus]["train"]
         scaled = published * macs_per_token(dims, vocab, head) / macs_per_token(ref, VOCAB[corpus], head)
@@ -241,21 +262,27 @@ def evaluate_minutes(settings: dict) -> int:
     passes = 2 if options["hidden_gap"] else 1
     forward = seconds_per_token(settings, gpu) / 3 * (tokens(settings, "test") + tokens(settings, "valid")
                                                       + (passes - 1) * m)
-    if settings["head"] in EXACT_ARGMAX_HEADS:
-        argmax = ARGMAX_CHEAP_SECONDS * n * n * _dims(settings)["emb_size"] \
-            + ARGMAX_LP_SECONDS * options["argmax"]["lp_budget"]
-    else:
-        argmax = argmax_search_seconds(settings, n)
-    return _minutes(forward + passes * (m * n * k + 2 * k**3) / GRAM_FLOPS + argmax, gpu)
+    return _minutes(forward + passes * (m * n * k + 2 * k**3) / GRAM_FLOPS + argmax_seconds(settings), gpu)
+
+
+def argmax_seconds(settings: dict) -> float:
+    """CPU seconds of the argmax test at most: a head that declares ``exact_argmax`` gets the
+    cheap tiers (V^2 d) and at most ``lp_budget`` LPs, any other the witness search."""
+    n = vocab_of(settings)
+    if head_traits(settings["head"]).exact_argmax:
+        return ARGMAX_CHEAP_SECONDS * n * n * _dims(settings)["emb_size"] \
+            + ARGMAX_LP_SECONDS * settings["evaluate"]["argmax"]["lp_budget"]
+    return argmax_search_seconds(settings, n)
 
 
 def argmax_search_seconds(settings: dict, vocab: int) -> float:
     """CPU seconds of the witness search at most: every searched token runs all its steps. The
     head's multiply-adds per position: a mixture's latent layer (d' -> K d) and K decoders (d x
-    V); Mixtape counted as K = 4 decoders, an outside head as one (the softmax's)."""
+    V), K the head's ``search_decoders`` (Mixtape's 4; an outside head's default, its
+    ``components``: one, the softmax's)."""
     dims, options = _dims(settings), settings["evaluate"]["argmax"]
     d, last = dims["emb_size"], dims["last_size"] or dims["emb_size"]
-    experts = 4 if settings["head"] == "mixtape" else dims["experts"]
+    experts = head_traits(settings["head"]).search_decoders(settings.get("options", {}))
     macs = (last * experts * d if experts > 1 else 0) + experts * d * vocab
     tokens = vocab if options["search_tokens"] == "all" else min(vocab, int(options["search_tokens"]))
     passes = options["search_steps"] + ARGMAX_SEARCH_START_PASSES
@@ -270,25 +297,22 @@ def _mb(n_bytes: float, gpu: bool) -> int:
 def train_mem_mb(settings: dict) -> int:
     """SLURM ``mem_mb`` of a training job (host memory; on a GPU the activations live there)."""
     gpu, vocab, dims, t = uses_gpu(settings), vocab_of(settings), _dims(settings), settings["train"]
-    state = n_params(dims, vocab) * 4 * 12  # weights, grads, ASGD average, best copy, checkpoint buffers
+    state = n_params(settings) * 4 * 12  # weights, grads, ASGD average, best copy, checkpoint buffers
     corpus = sum(tokens(settings, s) for s in ("train", "valid", "test")) * 8 * 2
     activations = 0
     if not gpu:
         window = t["bptt"] + t.get("max_seq_len_delta", 0)
-        if bodycost.body_of(dims) == "awd_lstm":
-            body = sum(6 * 4 * h for _, h in bodycost.lstm_layers(dims))
-        else:  # the GPU memory plan's per-token floats, with the CPU's choice of attention kernel
-            body = bodycost.train_floats(dims, window, bodycost.math_attention(dims, "cpu"))
+        body = bodycost.body(dims).host_train_floats(dims, window)
         activations = t["batch_size"] * window * (body + 3 * dims["experts"] * vocab) * 4
     return _mb(state + corpus + activations, gpu)
 
 
 def evaluate_mem_mb(settings: dict) -> int:
     """SLURM ``mem_mb`` of an evaluation job: the model, the Gram matrix and its eigensolver."""
-    gpu, vocab = uses_gpu(settings), vocab_of(settings)
+    gpu = uses_gpu(settings)
     m, n = spectrum_shape(settings)
     k = min(m, n)
     # the Gram (float64) plus the eigensolver's half-size workspace: 1.5 x k^2 x 8 bytes matches the
     # 13.22 GB peak of `audit bench spectrum --wt2` (k = 33,278); buffered rows when m <= n; blocks
     gram = 1.5 * k * k * 8 + (m * n * 8 if m <= n else 0) + (1 << 29)
-    return _mb(n_params(_dims(settings), vocab) * 4 * 3 + gram, gpu)
+    return _mb(n_params(settings) * 4 * 3 + gram, gpu)

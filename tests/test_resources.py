@@ -59,7 +59,7 @@ def test_parameter_estimate_is_the_exact_count(config, corpus, head):
     vocab = resources.vocab_of(s)
     assert vocab == study(config)["data"]["vocab_size"] or resources.VOCAB[corpus]
     exact = count_params(model_config(s, vocab))
-    assert resources.n_params(resources._dims(s), vocab) == exact
+    assert resources.n_params(s) == exact
 
 
 def test_rotary_transformer_parameter_estimate_is_the_exact_count():
@@ -68,7 +68,8 @@ def test_rotary_transformer_parameter_estimate_is_the_exact_count():
 
     s = settings("transformer.yaml", "ptb", "softmax")
     s["model"].update(positions="rotary", decoder_bias=False)
-    assert resources.n_params(resources._dims(s), 2000) == count_params(model_config(s, 2000))
+    assert resources.vocab_of(s) == 2000
+    assert resources.n_params(s) == count_params(model_config(s, 2000))
 
 
 def test_transformer_training_flops_are_the_counted_matmuls():
@@ -117,7 +118,7 @@ def test_outside_body_is_costed_by_the_stated_rule(tmp_path, monkeypatch):
     s["model"].update(body="costed_bodies.gru:GRUBody")
     dims, V, d = resources._dims(s), 10_000, s["model"]["emb_size"]
     gru = 3 * (2 * d * d + 2 * d)   # tests/model/test_docs_examples.py
-    assert resources.n_params(dims, V) == V * d + gru + V
+    assert resources.n_params(s) == V * d + gru + V
     attention = 2 * dims["n_layers"] * dims["context_size"] * d
     assert resources.macs_per_token(dims, V) == gru + attention + d * V
     awd = bodycost.train_floats({**dims, "body": "awd_lstm"}, 20, False)

@@ -18,7 +18,11 @@ for [-a, a]^d_out, or a pair (lo, hi) of per-coordinate bounds; None when the bo
 when they fill it, less under a final normalisation; the rank the hidden-gap control of a
 softmax head expects, ``audit.evaluate.hidden_gap.control``; None when the body states none)
 and ``name``. Parameters
-are counted with the model's (``audit.model.params``), the shared embedding once.
+are counted with the model's (``audit.model.params``), the shared embedding once. Planning
+traits (``audit.model.traits.bodies.BodyTraits``: ``param_count``, ``macs_per_token``,
+``train_floats``, ``eval_floats``, ``host_train_floats``, ``state_copies``, ``eval_window``,
+classmethods of the run's sizes) tell the planners what a token costs; a body that lacks them
+is planned by the stated conservative rule (docs/bodies.md, "Planning traits").
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from audit.model.bodies.awd_lstm import AWDLSTMBody
 from audit.model.bodies.transformer import TransformerBody
 from audit.model.importpath import check_body_class, is_import_path, load_class
 from audit.model.options import BODY_NAMES
+from audit.model.traits.bodies import BodyTraits
 
 BODIES: dict[str, type[nn.Module]] = {cls.name: cls for cls in (AWDLSTMBody, TransformerBody)}
 assert tuple(BODIES) == BODY_NAMES, "audit.model.options and the body classes disagree"
@@ -48,8 +53,9 @@ class BodyProtocol(Protocol):
     def forward(self, words: torch.Tensor, hidden): ...
 
 
-class BodyDefaults:
-    """The optional members of the body protocol for a class that lacks them."""
+class BodyDefaults(BodyTraits):
+    """The optional members of the body protocol for a class that lacks them (the planning
+    traits: ``BodyTraits``'s stated conservative rule)."""
 
     output_box = None
     output_rank = None

@@ -15,6 +15,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.func import functional_call
 
+from audit.model.traits.bodies import AWDLSTMTraits
+
 
 def locked_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     """Dropout with one mask per sequence, shared over time. x: (T, B, n)."""
@@ -55,11 +57,10 @@ class WeightDropLSTM(nn.Module):
         return functional_call(self.lstm, params, (x, hidden))
 
 
-class AWDLSTMBody(nn.Module):
+class AWDLSTMBody(AWDLSTMTraits, nn.Module):
     """AWD-LSTM (``model.body: awd_lstm``, the default). Hidden state: one (h, c) pair of shape
     (1, B, n) per layer, carried across BPTT chunks in training and evaluation."""
 
-    name = "awd_lstm"
     output_box = 1.0  # the last layer's output o * tanh(c) lies in [-1, 1]^d' (audit.evaluate.argmax)
 
     @property

@@ -30,6 +30,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from audit.errors import AuditError
+from audit.model.traits.bodies import TransformerTraits
 
 POSITIONS = ("learned", "rotary")
 ROTARY_BASE = 10_000.0  # RoFormer's theta
@@ -72,10 +73,9 @@ class Block(nn.Module):
         return x + F.dropout(mlp, drop, self.training)
 
 
-class TransformerBody(nn.Module):
+class TransformerBody(TransformerTraits, nn.Module):
     """Decoder-only Transformer over the model's embedding; see the module docstring."""
 
-    name = "transformer"
 
     def __init__(self, cfg, embedding: nn.Embedding):
         super().__init__()

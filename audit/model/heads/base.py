@@ -21,6 +21,7 @@ import torch.nn.functional as F
 
 from audit.errors import AuditError
 from audit.model.options import HEAD_OPTIONS
+from audit.model.traits.heads import HeadTraits
 
 
 @dataclass
@@ -70,12 +71,26 @@ class HeadProtocol(Protocol):
       in between (softmax, softmax_matched): its double-centred log-P then has the rank of the
       body's features (``output_rank`` of the body), the hidden-gap control
       (``audit.evaluate.hidden_gap.control``). Default False.
+
+    Planning traits (``audit.model.traits.heads.HeadTraits``, class-level, read by
+    ``audit.resources`` and ``audit.memory`` without building the head): ``timing_family``,
+    ``output_cost``, ``train_vocab_floats``, ``exact_argmax`` and the classmethods
+    ``components``, ``cost``, ``vocab_floats``, ``search_decoders`` and ``param_count``; the
+    defaults err long (docs/heads.md, "Planning traits").
     """
 
     def forward(self, h: torch.Tensor) -> torch.Tensor: ...
 
 
-class HeadDefaults:
+# The optional members of ``HeadProtocol`` that are not methods (``audit.model.importpath.HEAD_METHODS``
+# lists the methods): a class from outside lacking any of them gets ``HeadDefaults`` behind it.
+OPTIONAL_MEMBERS = ("defaults", "projects_input", "order_preserving", "plain_softmax",
+                    # planning traits
+                    "timing_family", "output_cost", "train_vocab_floats", "exact_argmax", "components", "cost",
+                    "vocab_floats", "search_decoders", "param_count")
+
+
+class HeadDefaults(HeadTraits):
     """The optional members of ``HeadProtocol`` for a head that does not define them."""
 
     name = "head"
@@ -106,7 +121,7 @@ class HeadDefaults:
         return None
 
 
-class Head(nn.Module):
+class Head(HeadTraits, nn.Module):
     """Base class: a tied decoder ``l = W h + b`` plus a head-specific map to log-probs."""
 
     name = "base"

@@ -13,16 +13,16 @@ import torch.nn.functional as F
 from audit.model.gss import gss_log_softmax, gss_map
 from audit.model.heads.base import Head
 from audit.model.plif import plif_apply, plif_init, plif_log_softmax
+from audit.model.traits.heads import GSSTraits, PLIFFrozenTraits, PLIFTraits, SigSoftmaxTraits
 
 
-class SigSoftmax(Head):
+class SigSoftmax(SigSoftmaxTraits, Head):
     """SigSoftmax (Kanai et al. 2018): p_i proportional to exp(l_i) * sigmoid(l_i).
 
     Computed as log_softmax(l + log sigmoid(l)) = GSS(0, 2), which equals log(exp(l) sigmoid(l))
     up to the normaliser and is stable for any logit (the reference code exponentiated naively).
     """
 
-    name = "sigsoftmax"
     order_preserving = True   # one increasing map for every word: argmax log-P = argmax l
 
     def from_logits(self, logits):
@@ -32,7 +32,7 @@ class SigSoftmax(Head):
         return self.from_logits(self.logits(h))
 
 
-class GSS(Head):
+class GSS(GSSTraits, Head):
     """Generalised SigSoftmax (Parthiban et al. 2021) with fixed (c, k).
 
     f(x) = k (x - c) + c - (k - 1) softplus(x - c), a smooth two-piece linear map with slope k
@@ -41,7 +41,6 @@ class GSS(Head):
     never overflows (the reference computed log(exp(x - c) + 1)).
     """
 
-    name = "gss"
     order_preserving = True   # one increasing map for every word: argmax log-P = argmax l
 
     def __init__(self, spec):
@@ -65,7 +64,7 @@ class GSS(Head):
         return gss_log_softmax(shifted, 0.0, self.k)
 
 
-class PLIF(Head):
+class PLIF(PLIFTraits, Head):
     """LMS-PLIF (Ganea et al. 2019): log_softmax(f(l)) with a learned increasing
     piecewise-linear f shared by all words and contexts (K slopes; ``audit.model.plif``).
 
@@ -74,9 +73,7 @@ class PLIF(Head):
     seed once the trainer has called torch.manual_seed).
     """
 
-    name = "plif"
     order_preserving = True   # f increasing and shared by all words (the frozen control inherits it)
-    trainable = True
 
     def __init__(self, spec):
         super().__init__(spec)
@@ -103,8 +100,6 @@ class PLIF(Head):
         return [{"params": [self.w], "lr": self.lr, "name": "plif"}] if self.w.requires_grad else []
 
 
-class PLIFFrozen(PLIF):
+class PLIFFrozen(PLIFFrozenTraits, PLIF):
     """Control for PLIF: the slopes stay at their random initialisation (not trained)."""
 
-    name = "plif_frozen"
-    trainable = False

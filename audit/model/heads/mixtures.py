@@ -14,9 +14,10 @@ import torch.nn.functional as F
 
 from audit.model.heads.base import Head
 from audit.model.mixtures import locked_dropout, mixture_log_probs, mixture_target_log_probs, sigmoid_tree
+from audit.model.traits.heads import MixtapeTraits, MoCTraits, MoSTraits, MoSUniformTraits
 
 
-class MoS(Head):
+class MoS(MoSTraits, Head):
     """Mixture of Softmaxes (Yang et al. 2018).
 
     latent = tanh(Linear(d_in -> K d)(h)) with locked dropout ``dropoutl`` (one mask per
@@ -24,9 +25,7 @@ class MoS(Head):
     bias)(h)) reads the dropped LSTM output. log p = logsumexp_k(log pi_k + log_softmax(l_k)).
     """
 
-    name = "mos"
     projects_input = True
-    uses_prior = True
 
     def __init__(self, spec):
         super().__init__(spec)
@@ -54,22 +53,19 @@ class MoS(Head):
         return mixture_target_log_probs(self.logits(self.contexts(h)), self.log_prior(h), targets)
 
 
-class MoSUniform(MoS):
+class MoSUniform(MoSUniformTraits, MoS):
     """MoS ablation with constant equal gates pi_k = 1/K: no prior layer (K d_in fewer
     parameters than MoS), so any gain over MoS cannot come from input-dependent gating."""
 
-    name = "mos_uniform"
-    uses_prior = False
 
     def log_prior(self, h):
         return h.new_full((*h.shape[:-1], self.experts), -math.log(self.experts))
 
 
-class MoC(MoS):
+class MoC(MoCTraits, MoS):
     """Mixture of contexts: the K latent contexts averaged with pi, then one softmax.
     Same parameters as MoS; the log-P rank stays <= d + 2."""
 
-    name = "moc"
     order_preserving = True   # one softmax over W xbar + b: argmax log-P = argmax (W xbar + b)
 
     def transformed_logits(self, h):
@@ -83,7 +79,7 @@ class MoC(MoS):
         return None   # one softmax, not MoS's mixture: the trainer takes forward's log-P
 
 
-class Mixtape(Head):
+class Mixtape(MixtapeTraits, Head):
     """Mixtape (Yang et al. 2019), after Mesh-TensorFlow's ``Mixtape`` (protocol.md 1.7).
 
     Four contexts h_k = tanh(H_k g + b_k) give component logits z_k = W h_k; the final logit of
@@ -101,7 +97,6 @@ class Mixtape(Head):
     noise on the gate pre-activations in training).
     """
 
-    name = "mixtape"
     projects_input = True
 
     def __init__(self, spec):

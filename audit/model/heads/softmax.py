@@ -5,12 +5,12 @@ from __future__ import annotations
 import torch.nn.functional as F
 
 from audit.model.heads.base import Head
+from audit.model.traits.heads import SoftmaxMatchedTraits, SoftmaxTraits
 
 
-class Softmax(Head):
+class Softmax(SoftmaxTraits, Head):
     """The plain softmax: log_softmax(W h + b). Log-P rank is at most d + 2."""
 
-    name = "softmax"
     order_preserving = True
     plain_softmax = True   # softmax_matched inherits both: only its sizes differ
 
@@ -24,9 +24,8 @@ class Softmax(Head):
         return self.from_logits(self.logits(h))
 
 
-class SoftmaxMatched(Softmax):
+class SoftmaxMatched(SoftmaxMatchedTraits, Softmax):
     """A softmax whose embedding size is solved so that the model's parameter count matches
     another arm's (``options.match``); see ``audit.params.solve_matched_size``. The head itself
     is the plain softmax: only the model sizes differ."""
 
-    name = "softmax_matched"

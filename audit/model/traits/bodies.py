@@ -1,0 +1,221 @@
+"""Planning traits of the bodies: what one token costs a body (parameters, multiply-adds,
+activation floats), torch-free, read by ``audit.resources`` and ``audit.memory``.
+
+Each trait takes ``sizes``: the run's ``model`` section over the schema's defaults (the keys of
+``ModelConfig``), plus ``experts`` (the head's components). Each built-in body class
+(``audit.model.bodies``) inherits the traits class of its name here; a body from outside the
+project gets ``BodyTraits``'s stated conservative rule for every trait it does not declare
+(docs/bodies.md, "Planning traits").
+
+- ``awd_lstm``: the LSTM stack d -> H -> ... -> H -> d' (4 gates per unit, two bias vectors).
+- ``transformer``: L pre-LN blocks of width d, MLP width ff (``hidden_size``), h heads, learned
+  positions (context_size x d) or rotary ones. Forward multiply-adds per token: 4 d^2 + 2 d ff
+  per block for the weights, plus 2 T d per block for the attention (q k^T and the weighted sum
+  of v over a window of T = context_size tokens, counted in full as the math path computes it).
+  Training is 3x the forward (``audit.bodycost.TRAIN_PASSES``), so 6 x the weights' count and
+  12 L T d for the attention: the usual 6 N + 12 L T d FLOPs per token.
+"""
+
+from __future__ import annotations
+
+import functools
+
+LSTM_FLOATS = 14  # per hidden unit per layer: 4 gates + their grads, c, h, tanh(c), masks (fitted)
+# host memory of the CPU's training step per hidden unit per layer: 6 tensors of 4 gates
+LSTM_HOST_FLOATS = 6 * 4
+STATE_COPIES = 5  # AWD-LSTM: weights, gradients, ASGD average, best weights, weight-dropped copies
+# other bodies: weights and gradients, each optimiser state (AdamW's two moments), the average
+# (the best weights go to the host: audit/train/trainer.py)
+OPTIMIZER_COPIES = {"sgd": 0, "adamw": 2}
+# Activation floats a pre-LN block keeps per token for the backward pass, in float32 (Korthikanti
+# et al. 2022, "Reducing activation recomputation", section 4.1, counted in 4-byte floats): the
+# two LayerNorms' inputs and outputs (the next linear's input), q, k, v, the attention's output
+# and its reshaped copy (the projection's input), GELU's input and output: 9 d + 2 ff; dropout
+# masks (one byte per element) add 1/4 d on each residual branch when model.dropout > 0; rotary
+# positions keep the rotated q and k (2 d). Within 10% of the simulated device's peaks
+# (tests/test_memory.py).
+BLOCK_D_FLOATS = 9.0
+BLOCK_MASK_FLOATS = 0.5
+ROTARY_D_FLOATS = 2.0
+# per attention score (B x heads x T^2 per block) on the math path: the softmax's output, and with
+# attention dropout its mask (1 byte) and the dropped weights, and the scores' gradient in the
+# backward; a fused kernel keeps one log-sum-exp per head and token instead
+SCORE_FLOATS = {"no_dropout": 2.0, "dropout": 3.25}
+EMBED_D_FLOATS = 6.0  # outside the blocks: embedding, position sum, final LayerNorm, output dropout
+OUTSIDE_RULE = ("costed conservatively: its exact parameter count, N_body multiply-adds per token "
+                "(every weight used once) plus a Transformer's attention over context_size tokens at "
+                "n_layers x emb_size, and the larger of the two built-in bodies' activations at its sizes "
+                "(attention scores kept)")
+# the traits whose default is the rule above (the default parameter count is exact, the default
+# state copies and window are a Transformer's)
+COST_TRAITS = ("macs_per_token", "train_floats", "eval_floats", "host_train_floats")
+
+
+def attention_macs(sizes: dict) -> float:
+    """Forward multiply-adds per token of the attention itself: 2 T d per block, T = context_size."""
+    return 2 * sizes["n_layers"] * sizes["context_size"] * sizes["emb_size"]
+
+
+def generic_state_copies(train: dict) -> int:
+    """Weights and gradients, the optimiser's states, and the average when ASGD is on."""
+    return 2 + OPTIMIZER_COPIES[train.get("optimizer", "sgd")] + (train["asgd"] != "none")
+
+
+class BodyTraits:
+    """The planning traits every body answers; the defaults are ``OUTSIDE_RULE``, stated for a
+    body that declares none (``audit.bodycost.note`` says so in the plan).
+
+    - ``param_count(sizes, vocab)``: trainable parameters of the body alone (not the V x d
+      embedding); default None: the planner counts the whole model on PyTorch's meta device.
+    - ``macs_per_token(sizes, vocab)``: forward multiply-adds per token; default its parameters
+      (every weight once) plus a Transformer's attention over context_size tokens.
+    - ``train_floats(sizes, window, math)``: activation floats one training token holds for the
+      backward pass (``window``: tokens per chunk; ``math``: attention keeps its scores); default
+      the larger of the two built-in bodies' at these sizes, scores kept.
+    - ``eval_floats(sizes, window, math)``: floats per window token of a forward pass without
+      gradients; default the larger of the built-in bodies', scores kept.
+    - ``host_train_floats(sizes, window)``: floats per token of a CPU training step in host
+      memory; default ``train_floats`` with the CPU's choice of attention kernel.
+    - ``state_copies(train)``: parameter-sized tensors a training job keeps on the device;
+      default weights, gradients, the optimiser's states and the ASGD average.
+    - ``eval_window(sizes, bptt)``: tokens the body reads per evaluated piece; default
+      context_size (a window of context, as a Transformer reads).
+    """
+
+    @classmethod
+    def param_count(cls, sizes: dict, vocab: int) -> int | None:
+        return None
+
+    @classmethod
+    def macs_per_token(cls, sizes: dict, vocab: int) -> float:
+        return outside_body_params(sizes, vocab) + attention_macs(sizes)
+
+    @classmethod
+    def train_floats(cls, sizes: dict, window: int, math: bool) -> float:
+        return max(AWDLSTMTraits.train_floats(sizes, window, math), TransformerTraits.train_floats(sizes, window, True))
+
+    @classmethod
+    def eval_floats(cls, sizes: dict, window: int, math: bool) -> float:
+        return max(AWDLSTMTraits.eval_floats(sizes, window, math), TransformerTraits.eval_floats(sizes, window, True))
+
+    @classmethod
+    def host_train_floats(cls, sizes: dict, window: int) -> float:
+        return cls.train_floats(sizes, window, math_attention(sizes, "cpu"))
+
+    @classmethod
+    def state_copies(cls, train: dict) -> int:
+        return generic_state_copies(train)
+
+    @classmethod
+    def eval_window(cls, sizes: dict, bptt: int) -> int:
+        return sizes["context_size"]
+
+
+def math_attention(sizes: dict, device: str) -> bool:
+    """Whether ``scaled_dot_product_attention`` keeps the B x heads x T^2 scores: on the CPU when
+    attention dropout is on (PyTorch's CPU flash kernel has no dropout; without it the fused kernel
+    runs), on a GPU when the head size is not a multiple of 8 (the flash and memory-efficient
+    kernels' alignment; otherwise one of them runs, with or without dropout)."""
+    if device == "cpu":
+        return sizes["dropout"] > 0
+    return (sizes["emb_size"] // sizes["n_heads"]) % 8 != 0
+
+
+def lstm_layers(sizes: dict) -> list[tuple[int, int]]:
+    """(input, hidden) of each LSTM layer; the last one outputs d' (= d when last_size is None)."""
+    last = sizes.get("last_size") or sizes["emb_size"]
+    outs = [sizes["hidden_size"]] * (sizes["n_layers"] - 1) + [last]
+    ins = [sizes["emb_size"]] + outs[:-1]
+    return list(zip(ins, outs))
+
+
+class AWDLSTMTraits(BodyTraits):
+    name = "awd_lstm"
+
+    @classmethod
+    def param_count(cls, sizes, vocab):
+        return sum(4 * h * (i + h) + 8 * h for i, h in lstm_layers(sizes))
+
+    @classmethod
+    def macs_per_token(cls, sizes, vocab):
+        return sum(4 * h * (i + h) for i, h in lstm_layers(sizes))
+
+    @classmethod
+    def train_floats(cls, sizes, window, math):
+        return LSTM_FLOATS * sum(h for _, h in lstm_layers(sizes))
+
+    @classmethod
+    def eval_floats(cls, sizes, window, math):
+        return 4 * sum(h for _, h in lstm_layers(sizes))
+
+    @classmethod
+    def host_train_floats(cls, sizes, window):
+        return LSTM_HOST_FLOATS * sum(h for _, h in lstm_layers(sizes))
+
+    @classmethod
+    def state_copies(cls, train):
+        return STATE_COPIES
+
+    @classmethod
+    def eval_window(cls, sizes, bptt):
+        return bptt  # the LSTM streams its state: a chunk is bptt tokens
+
+
+class TransformerTraits(BodyTraits):
+    name = "transformer"
+
+    @classmethod
+    def param_count(cls, sizes, vocab):
+        # per block: two LayerNorms 4d, qkv 3d^2 + 3d, output d^2 + d, MLP 2 d ff + ff + d
+        d, ff, layers = sizes["emb_size"], sizes["hidden_size"], sizes["n_layers"]
+        positions = sizes["context_size"] * d if sizes["positions"] == "learned" else 0
+        return layers * (4 * d * d + 2 * d * ff + 9 * d + ff) + 2 * d + positions
+
+    @classmethod
+    def macs_per_token(cls, sizes, vocab):
+        d, ff = sizes["emb_size"], sizes["hidden_size"]
+        return sizes["n_layers"] * (4 * d * d + 2 * d * ff) + attention_macs(sizes)
+
+    @classmethod
+    def train_floats(cls, sizes, window, math):
+        d, ff, heads = sizes["emb_size"], sizes["hidden_size"], sizes["n_heads"]
+        dropout = sizes["dropout"] > 0
+        block = (BLOCK_D_FLOATS + (BLOCK_MASK_FLOATS if dropout else 0.0)
+                 + (ROTARY_D_FLOATS if sizes["positions"] == "rotary" else 0.0)) * d + 2 * ff
+        scores = SCORE_FLOATS["dropout" if dropout else "no_dropout"] * heads * window if math else heads
+        return sizes["n_layers"] * (block + scores) + EMBED_D_FLOATS * d
+
+    @classmethod
+    def host_train_floats(cls, sizes, window):
+        return cls.train_floats(sizes, window, math_attention(sizes, "cpu"))  # the CPU's attention kernel
+
+    @classmethod
+    def eval_floats(cls, sizes, window, math):
+        """One block's tensors at a time (the residual, q k v, the attention output and its copy,
+        or the MLP's two ff-wide tensors), and on the math path the scores and their softmax."""
+        d, ff = sizes["emb_size"], sizes["hidden_size"]
+        return 6 * d + 2 * ff + (2 * sizes["n_heads"] * window if math else 0)
+
+
+@functools.cache
+def _model_count(body: str, items: tuple, vocab: int) -> int:
+    import dataclasses
+
+    from audit.model.awd_lstm import ModelConfig
+    from audit.model.params import count_params
+
+    fields = {f.name for f in dataclasses.fields(ModelConfig)}
+    sizes = {k: v for k, v in items if k in fields}
+    return count_params(ModelConfig(vocab_size=vocab, head="softmax", **{**sizes, "body": body}))
+
+
+def outside_body_params(sizes: dict, vocab: int) -> int:
+    """The count of the body at ``sizes["body"]`` (an import path): a softmax model on it counted on the meta device, less the
+    embedding and the decoder bias (imports torch and the body's module, which validation has
+    already imported)."""
+    items = tuple(sorted((k, v) for k, v in sizes.items() if k != "experts"))
+    total = _model_count(sizes["body"], items, vocab)
+    return total - vocab * sizes["emb_size"] - (vocab if sizes.get("decoder_bias", True) else 0)
+
+
+BUILT_IN = (AWDLSTMTraits, TransformerTraits)

@@ -1,0 +1,215 @@
+"""Planning traits of the heads: what ``audit.resources`` and ``audit.memory`` read from a head
+class, torch-free, without building a model.
+
+Each built-in head class (``audit.model.heads``) inherits the traits class of its name here, so
+``head_class(name).timing_family`` and ``head_traits(name).timing_family`` are one member; a
+head from outside the project gets ``HeadTraits``'s documented defaults (through
+``HeadDefaults``) for every trait it does not declare (docs/heads.md, "Planning traits").
+Torch-free because Snakemake evaluates every job's runtime and memory while it plans the DAG,
+where importing torch costs seconds per call (tests/test_workflow.py).
+"""
+
+from __future__ import annotations
+
+from audit.model.options import HEAD_OPTIONS
+
+
+class SameAs:
+    """A class-level member that reads another member of the same class until a class sets it:
+    ``exact_argmax`` reads ``order_preserving`` unless declared."""
+
+    def __init__(self, other: str):
+        self.other = other
+
+    def __get__(self, instance, owner):
+        return getattr(owner, self.other)
+
+
+class HeadTraits:
+    """The planning traits every head answers, with the defaults of a head that declares none.
+
+    - ``timing_family``: the family of LK Table 2 whose published V100 epoch time the GPU
+      runtime scales from (``audit.resources.V100_SECONDS_PER_EPOCH``): softmax, sigsoftmax,
+      gss, plif or mos. Default "mos": the slowest family published, so an unmeasured head's
+      GPU time errs long.
+    - ``output_cost``: compute of the output layer relative to softmax's d' x V product
+      (``python -m audit bench heads``). Default 24.2, MoS's at K = 15: the costliest measured,
+      so an unmeasured head's time errs long.
+    - ``train_vocab_floats``: floats one training token holds per vocabulary entry in the head
+      (logits, log-probs, their gradients and the map's intermediates; ``audit.memory``).
+      Default 9, a transformed log-softmax's (the larger single-component figure).
+    - ``exact_argmax``: whether the argmax test runs its exact tiers (cheap tiers and LPs) rather
+      than the witness search: the head's ``order_preserving`` unless declared.
+    - ``components(options)``: vocabulary-sized softmax rows per token (MoS's K); default 1.
+    - ``cost(experts)``: ``output_cost`` for a model of ``experts`` components; default
+      ``output_cost``.
+    - ``vocab_floats(options)``: ``train_vocab_floats`` for these options.
+    - ``search_decoders(options)``: d x V decoders one forward of the head runs, for the witness
+      search's cost; default ``components(options)``.
+    - ``param_count(d_in, emb, vocab, options, decoder_bias)``: the head's trainable parameters
+      beyond the tied V x d embedding, or None: then the planner counts the whole model on
+      PyTorch's meta device (``audit.model.params.count_params``), exact for any head.
+    """
+
+    timing_family = "mos"
+    output_cost = 24.2
+    train_vocab_floats = 9
+    exact_argmax = SameAs("order_preserving")
+
+    @classmethod
+    def components(cls, options: dict) -> int:
+        return 1
+
+    @classmethod
+    def cost(cls, experts: int) -> float:
+        return cls.output_cost
+
+    @classmethod
+    def vocab_floats(cls, options: dict) -> float:
+        return cls.train_vocab_floats
+
+    @classmethod
+    def search_decoders(cls, options: dict) -> int:
+        return cls.components(options)
+
+    @classmethod
+    def param_count(cls, d_in: int, emb: int, vocab: int, options: dict, decoder_bias: bool) -> int | None:
+        return None
+
+
+# Costs relative to softmax's d' x V product, measured by `python -m audit bench heads`
+# (docs/benchmarks.md: one CPU thread, d = 400, V = 10,000; PLIF at its busy-machine 1.28x).
+class SoftmaxTraits(HeadTraits):
+    name = "softmax"
+    timing_family = "softmax"
+    output_cost = 1.0
+    # floats per vocabulary entry, fitted to the simulated device's peaks (audit.memory): a plain
+    # log-softmax keeps 3 (logits, log-probs, a gradient)
+    train_vocab_floats = 3
+    exact_argmax = True
+
+    @classmethod
+    def param_count(cls, d_in, emb, vocab, options, decoder_bias):
+        return vocab if decoder_bias else 0
+
+
+class SoftmaxMatchedTraits(SoftmaxTraits):
+    name = "softmax_matched"
+
+
+class SigSoftmaxTraits(SoftmaxTraits):
+    name = "sigsoftmax"
+    timing_family = "sigsoftmax"
+    output_cost = 1.075
+    train_vocab_floats = 9  # a transformed log-softmax keeps its element-wise intermediates
+
+
+class GSSTraits(SigSoftmaxTraits):
+    name = "gss"
+    timing_family = "gss"
+    output_cost = 1.095
+
+
+class PLIFTraits(SigSoftmaxTraits):
+    name = "plif"
+    timing_family = "plif"
+    output_cost = 1.28
+    trainable = True  # the slopes train (the frozen control's do not, and are not counted)
+
+    @classmethod
+    def param_count(cls, d_in, emb, vocab, options, decoder_bias):
+        knots = int({**HEAD_OPTIONS[cls.name], **options}["knots"]) if cls.trainable else 0
+        return super().param_count(d_in, emb, vocab, options, decoder_bias) + knots
+
+
+class PLIFFrozenTraits(PLIFTraits):
+    name = "plif_frozen"
+    output_cost = 1.119
+    trainable = False
+
+
+class MoSTraits(HeadTraits):
+    name = "mos"
+    timing_family = "mos"
+    output_cost = 24.2  # K = 15 softmaxes
+    # per component: the loss forms the mixture at the targets alone, so no (T, B, V) mixture
+    # exists; the simulated device kept 2 (the kept softmax and one transient logits or gradient
+    # tensor), a real H200 3.3 (paper-ptb's MoS, K = 15, fp32: 3.21 GB where 2 planned 2.21;
+    # docs/gpu/NVIDIA-H200-2026-11-26.json): the GPU's figure, the larger, is the plan
+    train_vocab_floats = 3.3
+    exact_argmax = False
+    uses_prior = True  # mos_uniform has no prior layer
+
+    @classmethod
+    def components(cls, options):
+        return int({**HEAD_OPTIONS[cls.name], **options}["experts"])
+
+    @classmethod
+    def cost(cls, experts):
+        return cls.output_cost * experts / 15  # the bench's 24.2x is for K = 15 softmaxes
+
+    @classmethod
+    def vocab_floats(cls, options):
+        k = cls.components(options)
+        # K = 1 was never measured: planned as a transformed single softmax, as it always was
+        return cls.train_vocab_floats * k if k > 1 else HeadTraits.train_vocab_floats
+
+    @classmethod
+    def param_count(cls, d_in, emb, vocab, options, decoder_bias):
+        k = int({**HEAD_OPTIONS[cls.name], **options}["experts"])
+        latent = d_in * k * emb + k * emb       # Linear(d_in -> K d), with bias
+        prior = d_in * k if cls.uses_prior else 0  # Linear(d_in -> K), no bias
+        return latent + prior + (vocab if decoder_bias else 0)
+
+
+class MoSUniformTraits(MoSTraits):
+    name = "mos_uniform"
+    uses_prior = False
+
+
+class MoCTraits(MoSTraits):
+    """MoC and Mixtape share MoS's body and batch; their extra work is far below K softmaxes, so
+    MoS's published time bounds theirs (``timing_family`` mos)."""
+
+    name = "moc"
+    output_cost = 1.69
+    train_vocab_floats = 3  # one plain log-softmax over the mixed context
+    exact_argmax = True       # one softmax over W xbar + b
+
+    @classmethod
+    def components(cls, options):
+        return 1  # the contexts are mixed before one softmax
+
+    @classmethod
+    def cost(cls, experts):
+        return cls.output_cost
+
+    @classmethod
+    def vocab_floats(cls, options):
+        return cls.train_vocab_floats
+
+
+class MixtapeTraits(HeadTraits):
+    """Four component logits only for the frequent words: one vocabulary-sized row per token;
+    the witness search counts it as K = 4 decoders (errs long)."""
+
+    name = "mixtape"
+    timing_family = "mos"
+    output_cost = 1.745
+    exact_argmax = False
+
+    @classmethod
+    def search_decoders(cls, options):
+        return 4
+
+    @classmethod
+    def param_count(cls, d_in, emb, vocab, options, decoder_bias):
+        o = {**HEAD_OPTIONS[cls.name], **options}
+        gates, frequent = int(o["gate_embedding_size"]), int(float(o["frequent_token_fraction"]) * vocab)
+        context = d_in * 4 * emb + 4 * emb             # H_k, b_k
+        gate = d_in * 3 * gates + 3 * gates + d_in * 3  # U_j, c_j; u_j (no bias)
+        return context + gate + frequent * (gates + 3) + (vocab if decoder_bias else 0)  # v_x, beta_x
+
+
+BUILT_IN = (SoftmaxTraits, SigSoftmaxTraits, GSSTraits, PLIFTraits, PLIFFrozenTraits, MoSTraits, MoCTraits,
+            MoSUniformTraits, MixtapeTraits, SoftmaxMatchedTraits)
