@@ -31,8 +31,6 @@ outside the project that declares no cost traits is planned by the stated conser
 
 from __future__ import annotations
 
-import math
-
 from audit import bodycost
 from audit.errors import AuditError
 from audit.model.traits import head_traits
@@ -86,8 +84,8 @@ def train_bytes(settings: dict, math_attention: bool | None = None) -> float:
     """
     t, vocab, sizes = settings["train"], vocab_of(settings), _dims(settings)
     window = t["bptt"] + (t.get("max_seq_len_delta", 0) if t.get("variable_bptt", True) else 0)
-    math = bodycost.math_attention(sizes, "cuda") if math_attention is None else math_attention
-    per_token = bodycost.train_floats(sizes, window, math) + head_floats(settings) * vocab
+    unfused = bodycost.math_attention(sizes, "cuda") if math_attention is None else math_attention
+    per_token = bodycost.train_floats(sizes, window, unfused) + head_floats(settings) * vocab
     corpus = (tokens(settings, "train") + tokens(settings, "valid")) * 8
     return state_copies(settings) * _state_bytes(settings) + corpus + t["batch_size"] * window * per_token * 4
 
