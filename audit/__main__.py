@@ -10,19 +10,19 @@ import sys
 # verb -> module whose ``main(argv)`` runs it
 VERBS = {
     "fetch": "audit.data.fetch",          # obtain and checksum one data file
-    "data-files": "audit.data.manifest",  # the mirror files a study reads, checked and sized
+    "data-files": "audit.plan.datafiles", # the mirror files a study reads, checked and sized
     "prepare": "audit.data.corpus",       # tokenise a corpus and cache its id tensors
     "train": "audit.train.trainer",       # train one (corpus, head, seed) run
-    "progress": "audit.train.progress",   # epochs done, best valid ppl, s/epoch, ETA of a study's runs
+    "progress": "audit.report.progress",  # epochs done, best valid ppl, s/epoch, ETA of a study's runs
     "evaluate": "audit.evaluate.run",     # test perplexity, log-P spectrum, word similarity
-    "collect": "audit.stats.runs_table",        # gather per-run metrics into the runs table
+    "collect": "audit.stats.runs_table",  # gather per-run metrics into the runs table
     "stats": "audit.stats.cli",           # one statistics table from the runs table
     "baselines": "audit.evaluate.baselines",  # unigram and add-k bigram perplexity of each corpus
     "sequential": "audit.stats.sequential.interim",  # interim analysis of a group-sequential seeds schedule
     "report": "audit.report.cli",         # report tables, figures, provenance and the HTML audit
-    "params": "audit.model.params",       # print parameter counts of a config's heads
+    "params": "audit.plan.params",        # print parameter counts of a config's heads
     "bench": "audit.bench",               # benchmarks that print figures
-    "plan-memory": "audit.memory",        # peak GPU memory per job of a config, runs per GPU
+    "plan-memory": "audit.plan.memory",   # peak GPU memory per job of a config, runs per GPU
     "validate": "audit.config",           # validate a study config and print it resolved
     "synthetic": "audit.synthetic.cli",   # the Dirichlet synthetic study (fits, table, figures)
     "gpu-check": "audit.gpucheck.cli",    # GPU acceptance: correctness, syncs, memory, speed, the DAG

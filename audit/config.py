@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import functools
 import itertools
 import json
 from pathlib import Path
@@ -26,8 +25,8 @@ import jsonschema
 import yaml
 
 from audit.errors import AuditError
+from audit.schema import read_schema
 
-SCHEMA_PATH = Path(__file__).resolve().parent.parent / "configs" / "schema.yaml"
 # train settings that hold for the whole study (one GPU pool): an arm may not override them, and
 # they stay out of a run's settings, so changing them never makes finished runs look out of date
 STUDY_WIDE_TRAIN_KEYS = ("runs_per_gpu", "oom_retries", "gpu_memory_gb", "gpu_memory_margin")
@@ -38,30 +37,6 @@ STATS_SECTIONS = ("comparisons", "correlations", "claims", "claims_file", "stats
 # what a schema cannot say: these keys name their entries uniquely within a section
 _UNIQUE = {"comparisons": ("family", "comparisons family"), "correlations": ("name", "correlation"),
            "claims": ("id", "claim id"), "evidence": ("name", "evidence source")}
-
-
-@functools.lru_cache(maxsize=1)
-def _schema() -> dict:
-    """The parsed schema, read once; callers never mutate it (defaults are copied out)."""
-    if not SCHEMA_PATH.is_file():
-        raise AuditError(f"missing config schema {SCHEMA_PATH}")
-    return yaml.safe_load(SCHEMA_PATH.read_text())
-
-
-def schema_defaults(section: str, unfilled: bool = False) -> dict:
-    """``{key: default}`` of one object section of the schema (``$defs`` first, then the study's
-    top-level properties), e.g. ``schema_defaults("model")``. Torch-free, so that ModelConfig and
-    the statistics Settings take their defaults from the schema at import.
-
-    ``unfilled`` adds the ``x-default`` values: defaults the code applies but validation does
-    not write into a config (the body settings: runs recorded before they existed keep their
-    settings, so Snakemake does not see them change)."""
-    schema = _schema()
-    node = schema.get("$defs", {}).get(section) or schema["properties"][section]
-    out = {k: copy.deepcopy(v["default"]) for k, v in node["properties"].items() if "default" in v}
-    if unfilled:
-        out |= {k: copy.deepcopy(v["x-default"]) for k, v in node["properties"].items() if "x-default" in v}
-    return out
 
 
 def _key(path) -> str:
@@ -106,7 +81,7 @@ def _validated(node: dict, data, source: str):
         AuditError: ``<source>: config key <path>: <message>``, one line, for the most
             relevant problem (jsonschema's ``best_match``).
     """
-    schema = {**node, "$defs": _schema().get("$defs", {})}
+    schema = {**node, "$defs": read_schema().get("$defs", {})}
     error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(data))
     if error is not None:
         path, message = _explain(error)
@@ -135,7 +110,7 @@ def check_section(name: str, value, source: str = "config"):
     Raises:
         AuditError: one line naming ``source`` and the key, e.g. ``comparisons[0].metrics``.
     """
-    node = {"type": "object", "properties": {name: _schema()["properties"][name]}}
+    node = {"type": "object", "properties": {name: read_schema()["properties"][name]}}
     section = _validated(node, {} if value is None else {name: value}, source)[name]
     if name in _UNIQUE:
         _check_unique(name, section, source)
@@ -152,7 +127,7 @@ def check_stats_config(config: dict, source: str = "config") -> dict:
     """
     if not isinstance(config, dict):
         raise AuditError(f"{source}: a stats config must be a mapping, got {type(config).__name__}")
-    props = _schema()["properties"]
+    props = read_schema()["properties"]
     node = {"type": "object", "additionalProperties": False,
             "properties": {k: (v if k in STATS_SECTIONS else True) for k, v in props.items()}}
     config = _validated(node, {k: v for k, v in config.items() if not (k in STATS_SECTIONS and v is None)},
@@ -190,7 +165,7 @@ def check_study(config: dict, source: str = "config") -> dict:
     """
     if not isinstance(config, dict):
         raise AuditError(f"{source}: a study config must be a mapping, got {type(config).__name__}")
-    schema = _schema()
+    schema = read_schema()
     config = _validated(schema, config, source)
     config["heads"] = expand_grids(config["heads"], source)
     _check_semantics(config, schema, source)
@@ -389,7 +364,7 @@ def _check_matched_options(options: dict, key: str) -> None:
     """softmax_matched's options against the schema's ``$defs/softmax_matched_options`` (no
     defaults written: they are x-default, applied by the solver)."""
     error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(
-        _schema()["$defs"]["softmax_matched_options"]).iter_errors(options))
+        read_schema()["$defs"]["softmax_matched_options"]).iter_errors(options))
     if error is not None:
         where = "".join(f".{p}" for p in error.absolute_path)
         raise AuditError(f"{key}{where}: {' '.join(error.message.split())}")

@@ -8,9 +8,9 @@ from snakemake.utils import update_config
 
 from audit.config import check_study, run_settings, settings_text, stats_sections, write_yaml
 from audit.config import train_settings as _train_settings
-from audit.memory import check_plan as check_memory_plan
+from audit.plan.memory import check_plan as check_memory_plan
 from audit.device import job_gpu_slots, job_gpus, pool_size
-from audit.data.manifest import wordsim_files as _wordsim_files
+from audit.plan.datafiles import wordsim_files as _wordsim_files
 from audit.errors import AuditError
 from audit.report import registry as _report_registry
 from audit.stats.sequential import schedule as _schedule

@@ -1,6 +1,6 @@
 # Evaluate: test perplexity, log-P spectrum and ranks, word similarity, unargmaxable tokens, the
 # logit-gradient share, the hidden-size gap; then the runs table.
-from audit import resources as sizing  # SLURM runtime (minutes) and mem_mb from the study's size
+from audit.plan import resources as sizing  # SLURM runtime (minutes) and mem_mb from the study's size
 
 
 rule evaluate:

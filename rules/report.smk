@@ -8,7 +8,7 @@
 # own provenance and runtimes.
 import os
 
-from audit.data import manifest as _manifest
+from audit.plan import datafiles as _manifest
 from audit.report import registry as _registry
 
 _registry.check()
@@ -29,11 +29,11 @@ def reproduce_command():
 def data_files():
     """The verified data files the study read."""
     # the corpora's splits, and the word-similarity benchmarks when the study has runs (published and
-    # synthetic studies read none): the list `python -m audit data-files` prints (audit/data/manifest.py)
+    # synthetic studies read none): the list `python -m audit data-files` prints (audit/plan/datafiles.py)
     return [f"{DATA}/{name}" for name in _manifest.study_files(config)]
 
 
-report: "../report/workflow.rst"
+report: "../captions/workflow.rst"
 
 
 rule resolved_config:
@@ -61,7 +61,7 @@ for _entry in _registry.entries(made_by="report"):
         input:
             **report_entry_inputs(_entry),
         output:
-            report(_entry.path(REPORTS), caption=f"../report/{_entry.caption_file}",
+            report(_entry.path(REPORTS), caption=f"../captions/{_entry.caption_file}",
                    category=f"{_entry.kind.capitalize()}s", labels={_entry.kind: _entry.name}),
         params:  # fixed here: shell: is evaluated when the job runs, after the loop moved on
             kind=_entry.kind,
@@ -81,7 +81,7 @@ rule report_provenance:
         results=run_files("eval.json"),
         data=data_files(),
     output:
-        report(f"{REPORTS}/provenance.json", caption="../report/provenance.rst",
+        report(f"{REPORTS}/provenance.json", caption="../captions/provenance.rst",
                category="Provenance", labels={"file": "provenance.json"}),
     params:
         run_dirs=run_dirs_param(),
@@ -111,7 +111,7 @@ rule report:
         figures=report_figure_files(),
         provenance=f"{REPORTS}/provenance.json",
     output:
-        report(f"{REPORTS}/audit.html", caption="../report/audit.rst", category="Audit",
+        report(f"{REPORTS}/audit.html", caption="../captions/audit.rst", category="Audit",
                labels={"file": "audit.html"}),
     params:
         runs=f"--runs {REPORTS}/runs.csv" if study_has_runs() else "",

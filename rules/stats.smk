@@ -38,7 +38,7 @@ rule stats_published:
         config=f"{RESULTS}/stats_config.yaml",
         data=published_data(),
     output:
-        [report(f"{REPORTS}/tables/{name}.csv", caption="../report/table_published.rst",
+        [report(f"{REPORTS}/tables/{name}.csv", caption="../captions/table_published.rst",
                 category="Published evidence", labels={"table": name}) for name in PUBLISHED_TABLES],
     params:
         tables=" ".join(f"--table {name}" for name in PUBLISHED_TABLES),
@@ -64,7 +64,7 @@ for _table in STATS_TABLES:
             # per-run test NLL per sentence: the multi-bootstrap columns (audit/stats/multiboot.py)
             sentences=[f"{RESULTS}/sentences.npz"] if _table in ("comparisons", "claims") else [],
         output:
-            report(f"{REPORTS}/tables/{_table}.csv", caption="../report/table_stats.rst",
+            report(f"{REPORTS}/tables/{_table}.csv", caption="../captions/table_stats.rst",
                    category="Statistics", labels={"table": _table}),
         params:
             table=_table,
@@ -91,7 +91,7 @@ rule baselines:
     input:
         expand(CORPUS_FILE, corpus=config["data"]["corpora"]),
     output:
-        report(f"{REPORTS}/tables/baselines.csv", caption="../report/table_baselines.rst",
+        report(f"{REPORTS}/tables/baselines.csv", caption="../captions/table_baselines.rst",
                category="Statistics", labels={"table": "baselines"}),
     params:
         arguments=baselines_arguments(),

@@ -1,5 +1,5 @@
 # Train: one job per (corpus, head, seed). A killed job resumes from its last epoch checkpoint.
-from audit import resources as sizing  # SLURM runtime (minutes) and mem_mb from the study's size
+from audit.plan import resources as sizing  # SLURM runtime (minutes) and mem_mb from the study's size
 
 
 rule train:

@@ -1,6 +1,22 @@
-"""Tiny run settings for fast training tests."""
+"""Shared test helpers: tiny run settings for fast training tests, a copy of the workflow, golden
+values from R."""
+
+import shutil
+from pathlib import Path
 
 from audit.config import check_study, run_settings, train_settings
+
+REPO = Path(__file__).resolve().parent.parent
+# what Snakemake needs of the repository to run a study in another folder (the package is installed)
+WORKFLOW_FILES = ("Snakefile", "rules", "configs", "profiles", "captions")
+
+
+def copy_workflow(dest: Path) -> Path:
+    """A copy of the workflow (``WORKFLOW_FILES``) in ``dest``, which is returned."""
+    dest = Path(dest)
+    for name in WORKFLOW_FILES:
+        (shutil.copytree if (REPO / name).is_dir() else shutil.copy)(REPO / name, dest / name)
+    return dest
 
 # the evaluate options of the tiny runs (evaluate_run's ``options``; no longer in the run settings)
 TINY_EVALUATE = {"contexts": 300, "argmax": {"lp_budget": 20, "search_tokens": 40, "search_steps": 20},
@@ -83,3 +99,11 @@ def write_package(root, package: str, modules: dict[str, str]):
     for name, source in modules.items():
         (folder / f"{name}.py").write_text(source)
     return Path(root)
+
+
+def lstm_softmax_formula(V, d, H, layers=3, last=None):
+    """Closed form: tied embedding V d, decoder bias V, LSTM layer (i -> o): 4o(i + o) + 8o."""
+    last = last or d
+    sizes = [d] + [H] * (layers - 1) + [last]
+    lstm = sum(4 * o * (i + o) + 8 * o for i, o in zip(sizes[:-1], sizes[1:]))
+    return V * d + V + lstm

@@ -24,7 +24,7 @@ NODE_PACKAGES = ("torch", "numpy", "pandas", "scipy", "statsmodels", "matplotlib
 BUDGET_MIB = 60  # wheelhouse + the smoke study's data, carried to the node
 # what the repository copy needs: the editable install (pyproject.toml, README.md its readme, audit/)
 # and the workflow (tests/test_pipeline.py copy_workflow)
-COPIED = ("pyproject.toml", "README.md", "audit", "scripts", "Snakefile", "rules", "configs", "profiles", "report")
+COPIED = ("pyproject.toml", "README.md", "audit", "scripts", "Snakefile", "rules", "configs", "profiles", "captions")
 
 
 def clean_env(keep_pip: bool = False, **extra: str) -> dict:

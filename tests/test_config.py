@@ -5,9 +5,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from audit.config import (check_stats_config, check_study, load_study, run_settings, schema_defaults,
-                          settings_json, stats_sections)
+from audit.config import check_stats_config, check_study, load_study, run_settings, settings_json, stats_sections
 from audit.errors import AuditError
+from audit.schema import schema_defaults
 
 REPO = Path(__file__).resolve().parent.parent
 

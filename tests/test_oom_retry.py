@@ -13,9 +13,9 @@ import os
 import pytest
 
 from audit.errors import AuditError
-from helpers import comparable
-from test_pipeline import copy_workflow, snakemake
-from test_resume_dag import ARGS, CONFIG, LOG, RUN, TARGET, clean_run, write_config
+from helpers import comparable, copy_workflow
+from test_pipeline import snakemake
+from test_resume_dag import ARGS, CONFIG, LOG, TARGET, clean_run, write_config
 
 TWO_EPOCHS = {**CONFIG, "train": {**CONFIG["train"], "epochs": 2}}
 

@@ -12,7 +12,8 @@ import yaml
 
 from tests.helpers import doc_example, write_package
 from tests.model.test_check import PARTS
-from tests.test_pipeline import copy_workflow, job_counts
+from helpers import copy_workflow
+from tests.test_pipeline import job_counts
 
 
 @pytest.fixture(scope="module")

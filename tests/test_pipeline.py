@@ -2,7 +2,6 @@
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+
+from helpers import copy_workflow
 
 
 REPO = Path(__file__).resolve().parent.parent
@@ -19,13 +20,6 @@ def snakemake(workdir: Path, *args: str, mirror: Path) -> subprocess.CompletedPr
     env = {**os.environ, "AUDIT_DATA_MIRROR": str(mirror)}
     return subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", *args], cwd=workdir, env=env,
                           capture_output=True, text=True, timeout=1800)
-
-
-def copy_workflow(dest: Path) -> Path:
-    for name in ("Snakefile", "rules", "configs", "profiles", "report"):
-        source = REPO / name
-        (shutil.copytree if source.is_dir() else shutil.copy)(source, dest / name)
-    return dest
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from test_pipeline import copy_workflow, job_counts, snakemake
+from helpers import copy_workflow
+from test_pipeline import job_counts, snakemake
 
 CONFIG = {
     "study": "seqtiny",

@@ -28,6 +28,7 @@ import pandas as pd
 import pytest
 import yaml
 
+import helpers
 from support import slurm
 
 REPO = Path(__file__).resolve().parent.parent
@@ -48,9 +49,7 @@ SLURM_ARGS = ["--workflow-profile", "profiles/slurm", "--configfile", "configs/s
 
 
 def copy_workflow(dest: Path) -> Path:
-    for name in ("Snakefile", "rules", "configs", "profiles", "report"):
-        source = REPO / name
-        (shutil.copytree if source.is_dir() else shutil.copy)(source, dest / name)
+    helpers.copy_workflow(dest)
     # the train and evaluate rules' own `retries:` (train.oom_retries, for out-of-GPU-memory
     # reruns) take precedence over --retries 0: set it to 0 so the cancelled job stays failed.
     # A study-wide key, outside every run's settings: the runs are the same as with the default.
@@ -162,7 +161,7 @@ def tres_mem_mb(tres: str) -> float:
 
 @pytest.mark.slow
 def test_every_train_and_evaluate_job_ran_as_a_slurm_job_with_the_computed_resources(cluster, study):
-    from audit import resources
+    from audit.plan import resources
     from audit.config import check_study, run_settings
 
     config = check_study(yaml.safe_load((REPO / "configs" / "smoke.yaml").read_text()), "configs/smoke.yaml")
@@ -229,7 +228,7 @@ def test_the_profile_plans_gpu_jobs_on_a_login_node_without_slurm_or_gpu(tmp_pat
     """A dry run (no cluster needed): partition and account from the variables (a numeric account
     stays a string), one GPU per training/evaluation job with `device: cuda` although this host
     has none, and the computed runtime and memory; CPU-only jobs get the profile's defaults."""
-    from audit import resources
+    from audit.plan import resources
     from audit.config import check_study, run_settings
 
     workdir = copy_workflow(tmp_path)

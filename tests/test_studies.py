@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from audit.config import load_study
-from tests.test_pipeline import REPO, copy_workflow, job_counts, snakemake
+from helpers import copy_workflow
+from tests.test_pipeline import REPO, job_counts, snakemake
 
 GRID_RULES = {"report_table_grid", "report_figure_grid_rank_vs_ppl", "report_figure_grid_lines"}
 # config -> (runs = arms x seeds x corpora, grid rules expected, heatmaps expected)

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.test_pipeline import copy_workflow, job_counts
+from helpers import copy_workflow
+from tests.test_pipeline import job_counts
 
 # Runs Snakemake in this interpreter and says at exit whether torch was ever imported.
 GUARD = """

@@ -60,7 +60,7 @@ def run(result, budget: float, simulated: bool) -> None:
     deadline = time.time() + budget
     with tempfile.TemporaryDirectory(prefix="audit-gpu-check-dag-") as tmp:
         workdir = Path(tmp)
-        for name in ("Snakefile", "rules", "configs", "profiles", "report"):
+        for name in ("Snakefile", "rules", "configs", "profiles", "captions"):
             source = REPO / name
             (shutil.copytree if source.is_dir() else shutil.copy)(source, workdir / name)
         tables = {}

@@ -1,4 +1,4 @@
-"""Peak GPU memory of a train and an evaluate job at paper size, against ``audit/memory.py``'s plan.
+"""Peak GPU memory of a train and an evaluate job at paper size, against ``audit/plan/memory.py``'s plan.
 
 For each paper config (``MEMORY_CONFIGS``) the arm the plan says is largest is run for real on a
 corpus of random ids with the corpus's vocabulary and split sizes (memory does not depend on which
@@ -34,7 +34,7 @@ EVAL_EXTRA_ROWS = 1000
 
 def largest_arm(config: dict, job: str) -> dict:
     """The plan's row of the arm whose ``job`` needs the most memory (first corpus)."""
-    from audit import memory
+    from audit.plan import memory
 
     rows = [r for r in memory.plan(config, gpu_runs_only=False) if r["job"] == job]
     return max(rows, key=lambda r: r["bytes"])
@@ -63,7 +63,7 @@ def shrink(settings: dict) -> dict:
 
 def sized_corpus(settings: dict, folder: Path) -> str:
     from audit.gpucheck.common import random_corpus
-    from audit.resources import tokens, vocab_of
+    from audit.plan.resources import tokens, vocab_of
 
     sizes = {s: tokens(settings, s) for s in ("train", "valid", "test")}
     return random_corpus(folder / f"{settings['corpus']}-{vocab_of(settings)}.pt", vocab_of(settings), **sizes)
@@ -141,7 +141,7 @@ def run(result, budget: float, simulated: bool, configs: list[str] | None = None
 
 def measure(name: str, simulated: bool, deadline: float, tmp: Path, result) -> list[dict]:
     """The train and evaluate rows of one paper config's largest arm."""
-    from audit import memory
+    from audit.plan import memory
     from audit.config import load_study, run_settings
     from audit.gpucheck.common import REPO
 

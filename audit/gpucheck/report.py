@@ -56,7 +56,7 @@ def markdown(results: list[dict], minutes: float, started: float, code: int) -> 
                   "steps, 1 per chunk.", ""]
     memory = by.get("memory", {}).get("figures", {}).get("memory")
     if memory:
-        lines += ["## Memory (peak allocated against audit/memory.py's plan, CUDA context excluded)", ""] + _table(
+        lines += ["## Memory (peak allocated against audit/plan/memory.py's plan, CUDA context excluded)", ""] + _table(
             ["config", "arm", "job", "planned GB", "allocated GB", "reserved GB", "ratio"],
             [[m["config"], m["arm"], m["job"], f"{m['planned_gb']:.3g}", f"{m['allocated_gb']:.3g}",
               f"{m['reserved_gb']:.3g}", f"{m['ratio']:.2f}"] for m in memory]) + [""]

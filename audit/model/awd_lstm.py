@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 import torch.nn as nn
 
-from audit.config import schema_defaults
+from audit.schema import schema_defaults
 from audit.model.bodies import build_body
 from audit.model.bodies.awd_lstm import WeightDropLSTM, embedding_dropout, locked_dropout  # noqa: F401 - old imports
 from audit.model.heads import HeadSpec, build_head

@@ -4,7 +4,7 @@ Torch-free, so that config validation and Snakemake's parse of the workflow can 
 names and options without importing torch; ``audit.model.heads`` builds its classes on it.
 """
 
-from audit.config import schema_defaults
+from audit.schema import schema_defaults
 
 # softmax_matched's options: the arm whose parameter count to match, and how (the schema's
 # $defs/softmax_matched_options, where their defaults live)

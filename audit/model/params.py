@@ -1,15 +1,14 @@
 """Parameter counts of a study's heads, and the capacity-matched softmax's embedding size.
 
-``python -m audit params <config.yaml>`` prints ``<name> <n_params>`` per head entry without
+``head_counts`` gives ``(name, n_params, ModelConfig)`` per head entry of a study without
 training, at the vocabulary the study's runs train on (``data.vocab_size``: K, else the corpus's
-own). Counts are exact: the model is built on PyTorch's ``meta`` device (shapes only, no
+own); ``python -m audit params`` (``audit.plan.params``) prints them. Counts are exact: the model is built on PyTorch's ``meta`` device (shapes only, no
 memory, about a millisecond) and its trainable parameters are summed as in
 ``audit.model.count_parameters`` (the tied embedding once, frozen PLIF slopes not at all).
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 
 import torch
@@ -213,22 +212,3 @@ def head_counts(study: dict, corpus: str, vocab: int | None = None) -> list[tupl
         cfg = entry_model_config(study, entry, vocab)
         rows.append((entry["name"], count_params(cfg), cfg))
     return rows
-
-
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m audit params",
-                                     description="Print '<head> <n_params>' for each head of a study.")
-    parser.add_argument("config", help="study config YAML")
-    parser.add_argument("--corpus", help="corpus to size the vocabulary (default: the study's first)")
-    parser.add_argument("--vocab-size", type=int,
-                        help="use this V instead of the study's (data.vocab_size, else the corpus's)")
-    parser.add_argument("--sizes", action="store_true", help="also print d, H and d' of each head")
-    args = parser.parse_args(argv)
-    from audit.config import load_study
-
-    study = load_study(args.config)
-    corpus = args.corpus or study.get("data", {}).get("corpora", ["ptb"])[0]
-    for name, count, cfg in head_counts(study, corpus, args.vocab_size):
-        extra = f" d={cfg.emb_size} H={cfg.hidden_size} d'={cfg.d_out}" if args.sizes else ""
-        print(f"{name} {count}{extra}")
-    return 0

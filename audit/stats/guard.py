@@ -34,7 +34,7 @@ import fnmatch
 import numpy as np
 import pandas as pd
 
-from audit.config import schema_defaults
+from audit.schema import schema_defaults
 from audit.stats.claims import resolve
 
 VERDICT = "not_informative"

@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from audit.config import check_section, check_stats_config, read_claims_file, schema_defaults
+from audit.config import check_section, check_stats_config, read_claims_file
+from audit.schema import schema_defaults
 from audit.errors import AuditError
 from audit.files import write_table  # noqa: F401 (the stats modules write their tables through io)
 

@@ -12,7 +12,8 @@ import pytest
 import torch
 import yaml
 
-from test_pipeline import copy_workflow, snakemake
+from helpers import copy_workflow
+from test_pipeline import snakemake
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (smoke study on a GPU)")]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from audit import bodycost, memory, resources
+from audit.plan import bodycost, memory, resources
 from audit.config import check_study, run_settings
 from audit.model.bodies import BODIES
 from audit.model.heads import HEADS, head_class

@@ -31,7 +31,7 @@ def test_registry_invariants_hold_and_every_caption_exists():
     registry.check()
     for entry in REGISTRY:
         if entry.caption_file:
-            assert (REPO / "report" / entry.caption_file).is_file(), entry.name
+            assert (REPO / "captions" / entry.caption_file).is_file(), entry.name
         assert set(entry.inputs) <= set(INPUTS)
     report = registry.entries(made_by="report")
     assert all(e.caption_file == f"{e.kind}_{e.name}.rst" for e in report)

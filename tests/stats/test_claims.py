@@ -114,10 +114,10 @@ def test_correlation_claims():
 
 
 def test_claim_levels_are_the_levels_the_correlations_table_computes():
-    from audit.config import _schema
+    from audit.schema import read_schema
     from audit.stats.correlations import LEVELS
 
-    level = _schema()["$defs"]["claim_correlation"]["properties"]["level"]
+    level = read_schema()["$defs"]["claim_correlation"]["properties"]["level"]
     assert tuple(level["enum"]) == LEVELS and level["default"] == "runs"
 
 

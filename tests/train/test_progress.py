@@ -1,10 +1,11 @@
-"""Study progress (audit.train.progress): what runs wrote -> epochs, best ppl, s/epoch, ETA."""
+"""Run progress (audit.train.progress) and the progress verb (audit.report.progress): what runs wrote -> epochs, best ppl, s/epoch, ETA."""
 
 import json
 import math
 
 import yaml
 
+from audit.report import progress as progress_verb
 from audit.train import progress
 from audit.train.trainer import train
 from helpers import tiny_settings
@@ -50,7 +51,7 @@ def test_trainer_records_every_epoch_and_cli_prints_the_study(ptb_corpus, tmp_pa
     config = {"study": "tiny", "seeds": [2, 5], "heads": [{"name": "softmax"}],
               "train": {"epochs": 3}, "data": {"corpora": ["ptb"]}}
     (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(config))
-    assert progress.main(["--configfile", str(tmp_path / "tiny.yaml"), "--root", str(tmp_path)]) == 0
+    assert progress_verb.main(["--configfile", str(tmp_path / "tiny.yaml"), "--root", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "ptb/softmax/2 done" in out and "ptb/softmax/5 not started" in out
     assert "1/2 runs finished; 3/6 epochs" in out

@@ -73,7 +73,7 @@ class HeadProtocol(Protocol):
       (``audit.evaluate.hidden_gap.control``). Default False.
 
     Planning traits (``audit.model.traits.heads.HeadTraits``, class-level, read by
-    ``audit.resources`` and ``audit.memory`` without building the head): ``timing_family``,
+    ``audit.plan.resources`` and ``audit.plan.memory`` without building the head): ``timing_family``,
     ``output_cost``, ``train_vocab_floats``, ``exact_argmax`` and the classmethods
     ``components``, ``cost``, ``vocab_floats``, ``search_decoders`` and ``param_count``; the
     defaults err long (docs/heads.md, "Planning traits").

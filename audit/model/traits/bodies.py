@@ -1,5 +1,5 @@
 """Planning traits of the bodies: what one token costs a body (parameters, multiply-adds,
-activation floats), torch-free, read by ``audit.resources`` and ``audit.memory``.
+activation floats), torch-free, read by ``audit.plan.resources`` and ``audit.plan.memory``.
 
 Each trait takes ``sizes``: the run's ``model`` section over the schema's defaults (the keys of
 ``ModelConfig``), plus ``experts`` (the head's components). Each built-in body class
@@ -12,7 +12,7 @@ project gets ``BodyTraits``'s stated conservative rule for every trait it does n
   positions (context_size x d) or rotary ones. Forward multiply-adds per token: 4 d^2 + 2 d ff
   per block for the weights, plus 2 T d per block for the attention (q k^T and the weighted sum
   of v over a window of T = context_size tokens, counted in full as the math path computes it).
-  Training is 3x the forward (``audit.bodycost.TRAIN_PASSES``), so 6 x the weights' count and
+  Training is 3x the forward (``audit.plan.bodycost.TRAIN_PASSES``), so 6 x the weights' count and
   12 L T d for the attention: the usual 6 N + 12 L T d FLOPs per token.
 """
 
@@ -33,7 +33,7 @@ OPTIMIZER_COPIES = {"sgd": 0, "adamw": 2}
 # and its reshaped copy (the projection's input), GELU's input and output: 9 d + 2 ff; dropout
 # masks (one byte per element) add 1/4 d on each residual branch when model.dropout > 0; rotary
 # positions keep the rotated q and k (2 d). Within 10% of the simulated device's peaks
-# (tests/test_memory.py).
+# (tests/plan/test_memory.py).
 BLOCK_D_FLOATS = 9.0
 BLOCK_MASK_FLOATS = 0.5
 ROTARY_D_FLOATS = 2.0
@@ -63,7 +63,7 @@ def generic_state_copies(train: dict) -> int:
 
 class BodyTraits:
     """The planning traits every body answers; the defaults are ``OUTSIDE_RULE``, stated for a
-    body that declares none (``audit.bodycost.note`` says so in the plan).
+    body that declares none (``audit.plan.bodycost.note`` says so in the plan).
 
     - ``param_count(sizes, vocab)``: trainable parameters of the body alone (not the V x d
       embedding); default None: the planner counts the whole model on PyTorch's meta device.

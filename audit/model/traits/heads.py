@@ -1,4 +1,4 @@
-"""Planning traits of the heads: what ``audit.resources`` and ``audit.memory`` read from a head
+"""Planning traits of the heads: what ``audit.plan.resources`` and ``audit.plan.memory`` read from a head
 class, torch-free, without building a model.
 
 Each built-in head class (``audit.model.heads``) inherits the traits class of its name here, so
@@ -29,14 +29,14 @@ class HeadTraits:
     """The planning traits every head answers, with the defaults of a head that declares none.
 
     - ``timing_family``: the family of LK Table 2 whose published V100 epoch time the GPU
-      runtime scales from (``audit.resources.V100_SECONDS_PER_EPOCH``): softmax, sigsoftmax,
+      runtime scales from (``audit.plan.resources.V100_SECONDS_PER_EPOCH``): softmax, sigsoftmax,
       gss, plif or mos. Default "mos": the slowest family published, so an unmeasured head's
       GPU time errs long.
     - ``output_cost``: compute of the output layer relative to softmax's d' x V product
       (``python -m audit bench heads``). Default 24.2, MoS's at K = 15: the costliest measured,
       so an unmeasured head's time errs long.
     - ``train_vocab_floats``: floats one training token holds per vocabulary entry in the head
-      (logits, log-probs, their gradients and the map's intermediates; ``audit.memory``).
+      (logits, log-probs, their gradients and the map's intermediates; ``audit.plan.memory``).
       Default 9, a transformed log-softmax's (the larger single-component figure).
     - ``exact_argmax``: whether the argmax test runs its exact tiers (cheap tiers and LPs) rather
       than the witness search: the head's ``order_preserving`` unless declared.
@@ -83,7 +83,7 @@ class SoftmaxTraits(HeadTraits):
     name = "softmax"
     timing_family = "softmax"
     output_cost = 1.0
-    # floats per vocabulary entry, fitted to the simulated device's peaks (audit.memory): a plain
+    # floats per vocabulary entry, fitted to the simulated device's peaks (audit.plan.memory): a plain
     # log-softmax keeps 3 (logits, log-probs, a gradient)
     train_vocab_floats = 3
     exact_argmax = True

@@ -21,7 +21,7 @@ from audit.stats.published.evidence import PUBLISHED_CSV, load_published, publis
 from audit.stats.published.reproduce import reproduce, sig_digits
 from audit.stats.published.summaries import (NEEDS_RAW, compare_summary, delta_ci, load_summaries,
                                        tost_from_stats, welch_from_stats)
-from helpers import r_two_sample
+from helpers import copy_workflow, r_two_sample
 
 ROOT = Path(__file__).resolve().parents[3]
 SETTINGS = Settings()
@@ -229,10 +229,7 @@ def test_page_opens_with_the_published_evidence(tmp_path, tables):
 
 @pytest.mark.slow
 def test_published_study_end_to_end(tmp_path):
-    import shutil
-
-    for name in ("Snakefile", "rules", "configs", "profiles", "report"):
-        (shutil.copytree if (ROOT / name).is_dir() else shutil.copy)(ROOT / name, tmp_path / name)
+    copy_workflow(tmp_path)
     done = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", "configs/published.yaml"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -1,7 +1,7 @@
 """What one token costs the run's body, asked of the body: parameters, multiply-adds and
 activation floats, torch-free for the built-in bodies.
 
-``audit/resources.py`` (SLURM runtime and host memory) and ``audit/memory.py`` (GPU memory) size
+``audit/plan/resources.py`` (SLURM runtime and host memory) and ``audit/plan/memory.py`` (GPU memory) size
 a run from these; each function takes ``sizes`` (``model_sizes``: the run's ``model`` section
 over the schema's defaults, plus the head's ``experts``) and asks the class of ``model.body``
 (``audit.model.traits.body_traits``) for the trait of that name. The formulas are the bodies'
@@ -24,7 +24,7 @@ TRAIN_PASSES = 3  # forward + backward (gradients of the inputs and of the weigh
 
 @functools.cache
 def _defaults() -> dict:
-    from audit.config import schema_defaults
+    from audit.schema import schema_defaults
 
     return schema_defaults("model", unfilled=True)
 

@@ -3,7 +3,7 @@
 Torch-free (rules/common.smk calls ``check_plan`` while Snakemake parses). The model counts the
 peak live device bytes of one job, checked against the simulated CUDA device's peak-byte tracker
 (tests/support/fake_cuda.py) for every head at two tiny sizes and for tiny Transformers
-(tests/test_memory.py: within ``MEASURED_FACTOR`` of the measured peak):
+(tests/plan/test_memory.py: within ``MEASURED_FACTOR`` of the measured peak):
 
 - training: the state (the body's ``state_copies`` x parameters x 4 bytes; AWD-LSTM: weights,
   gradients, ASGD average, best copy, weight drop's dropped copies; other bodies: weights,
@@ -31,10 +31,10 @@ outside the project that declares no cost traits is planned by the stated conser
 
 from __future__ import annotations
 
-from audit import bodycost
+from audit.plan import bodycost
 from audit.errors import AuditError
 from audit.model.traits import head_traits
-from audit.resources import _dims, n_params, spectrum_shape, tokens, vocab_of
+from audit.plan.resources import _dims, n_params, spectrum_shape, tokens, vocab_of
 
 GB = 1e9
 # Floats per vocabulary entry per training token are the head's ``train_vocab_floats``
@@ -129,7 +129,7 @@ def plan(config: dict, gpu_runs_only: bool = True) -> list[dict]:
         gpu_runs_only: False plans every run as if on a GPU (a plan printed on a CPU host).
     """
     from audit.config import run_settings
-    from audit.resources import uses_gpu
+    from audit.plan.resources import uses_gpu
 
     gpu, margin = config["train"]["gpu_memory_gb"], config["train"]["gpu_memory_margin"]
     # sizes do not depend on the seed: the first of a list, or a sequential schedule's first

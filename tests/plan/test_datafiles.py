@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from audit.data.manifest import mirror_bytes, study_files
+from audit.plan.datafiles import mirror_bytes, study_files
+from helpers import copy_workflow
 from audit.errors import AuditError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -33,10 +34,7 @@ def fetched_by_dag(workdir: Path, config: Path, mirror: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):
-    dest = tmp_path_factory.mktemp("manifest")
-    for name in ("Snakefile", "rules", "configs", "profiles", "report"):
-        (shutil.copytree if (REPO / name).is_dir() else shutil.copy)(REPO / name, dest / name)
-    return dest
+    return copy_workflow(tmp_path_factory.mktemp("datafiles"))
 
 
 def two_corpora(workdir: Path) -> Path:

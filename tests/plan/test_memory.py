@@ -1,4 +1,4 @@
-"""audit/memory.py: the analytic GPU memory model against the simulated device's peak bytes, the
+"""audit/plan/memory.py: the analytic GPU memory model against the simulated device's peak bytes, the
 plan of the paper configs and the refusal of an oversubscribed study."""
 
 import subprocess
@@ -9,14 +9,14 @@ import pytest
 import torch
 import yaml
 
-from audit import memory
+from audit.plan import memory
 from audit.config import load_study
 from audit.errors import AuditError
 from helpers import tiny_settings
 from support.fake_cuda import simulated_cuda
 from support.gpu_budget import HEADS
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SIZES = {"small": {"batch_size": 10, "bptt": 10}, "larger": {"batch_size": 20, "bptt": 20}}
 
 
@@ -157,7 +157,7 @@ def test_snakemake_refuses_the_oversubscribed_study(tmp_path):
 
 
 def test_plan_notes_an_outside_body(tmp_path, monkeypatch, capsys):
-    """A body by import path (the docs' GRU) is planned by audit.bodycost's stated rule, and the
+    """A body by import path (the docs' GRU) is planned by audit.plan.bodycost's stated rule, and the
     printed plan ends with the note that says so."""
     from helpers import doc_example, write_package
 

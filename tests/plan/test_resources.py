@@ -1,4 +1,4 @@
-"""audit/resources.py: SLURM runtime and memory from the study's size, checked against the
+"""audit/plan/resources.py: SLURM runtime and memory from the study's size, checked against the
 published timings it is built on, the measured CPU anchors, exact parameter counts and the data."""
 
 import math
@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from audit import resources
+from audit.plan import resources
 from audit.config import check_study, run_settings
 from audit.errors import AuditError
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def study(name: str) -> dict:
@@ -110,7 +110,7 @@ def test_outside_body_is_costed_by_the_stated_rule(tmp_path, monkeypatch):
     Transformer's attention term, and the larger built-in activation count; the plan says so."""
     from helpers import doc_example, write_package
 
-    from audit import bodycost
+    from audit.plan import bodycost
 
     write_package(tmp_path, "costed_bodies", {"gru": doc_example("bodies.md")})
     monkeypatch.syspath_prepend(str(tmp_path))

@@ -15,7 +15,7 @@ Model (every constant below says where it comes from):
   family, the head's ``timing_family``; shared/reference/protocol.md section 6), scaled by the tokens per epoch and by the
   multiply-adds per token of this model over those of the published one, never below a per-step
   floor (small models on a GPU are bound by kernel launches, not arithmetic). The body's share
-  comes from ``audit/bodycost.py``, the body's ``macs_per_token``: a Transformer's 6 N + 12 L T d FLOPs per
+  comes from ``audit/plan/bodycost.py``, the body's ``macs_per_token``: a Transformer's 6 N + 12 L T d FLOPs per
   token are thus run at the AWD-LSTM's V100 rate (about 2.4 TFLOP/s), which errs long for a
   body that keeps a GPU busier than an LSTM's time steps do.
 - CPU training: seconds per token = overhead + multiply-adds x cost, both fitted to two runs
@@ -43,11 +43,11 @@ import json
 import math
 import os
 
-from audit import bodycost
+from audit.plan import bodycost
 from audit.errors import AuditError
 from audit.model.traits import head_traits
 
-# Tokens per split (with <eos>) and vocabulary of the pinned files; tests/test_resources.py
+# Tokens per split (with <eos>) and vocabulary of the pinned files; tests/plan/test_resources.py
 # recounts them from the data mirror.
 SPLIT_TOKENS = {
     "ptb": {"train": 929_589, "valid": 73_760, "test": 82_430},
@@ -157,7 +157,7 @@ def n_params(settings: dict) -> int:
     softmax at its configured sizes, not solved): the tied V x d embedding plus the counts the
     body and the head declare (``param_count``); when either declares none, the whole model
     counted on PyTorch's meta device (``audit.model.params.count_params``, exact for any part).
-    tests/test_resources.py checks the declared counts against that count for every built-in
+    tests/plan/test_resources.py checks the declared counts against that count for every built-in
     head on both bodies."""
     dims, vocab, options = _dims(settings), vocab_of(settings), settings.get("options", {})
     d = dims["emb_size"]
