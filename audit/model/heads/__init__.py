@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 
 from audit.errors import AuditError
-from audit.model.heads.base import Head, HeadDefaults, HeadProtocol, HeadSpec
+from audit.model.heads.base import OPTIONAL_MEMBERS, Head, HeadDefaults, HeadProtocol, HeadSpec
 from audit.model.heads.elementwise import GSS, PLIF, PLIFFrozen, SigSoftmax
 from audit.model.heads.mixtures import Mixtape, MoC, MoS, MoSUniform
 from audit.model.heads.softmax import Softmax, SoftmaxMatched
@@ -39,7 +39,7 @@ def _outside(path: str) -> type:
     attrs = {"__module__": cls.__module__, "__qualname__": cls.__qualname__, "__doc__": cls.__doc__}
     if "name" not in cls.__dict__:
         attrs["name"] = path  # error messages and logs name the head by its path
-    if all(hasattr(cls, m) for m in HEAD_METHODS + ("defaults", "projects_input", "order_preserving", "plain_softmax")) and "name" in cls.__dict__:
+    if all(hasattr(cls, m) for m in HEAD_METHODS + OPTIONAL_MEMBERS) and "name" in cls.__dict__:
         return cls
     # cls first in the MRO: its own members win, HeadDefaults only fills the gaps
     return type(cls.__name__, (cls, HeadDefaults), attrs)
