@@ -179,8 +179,8 @@ def evaluate_run(run_dir: str | os.PathLike, corpus_path: str, wordsim_dir: str,
         share = None
         if gradient_share.pre_map(model.head, model.body.d_out) is not None:
             share_limit = options["gradient_share"]["contexts"]
-            share = gradient_share.GradientShare(model.head, test[1:], None if share_limit == "all" else int(share_limit),
-                                                 d_in=model.body.d_out)
+            share_limit = None if share_limit == "all" else int(share_limit)
+            share = gradient_share.GradientShare(model.head, test[1:], share_limit, d_in=model.body.d_out)
             observers.append((share, "h"))
         else:
             result.update(gradient_share=None, gradient_share_note="not measured: the head's log-P is not reached "

@@ -52,6 +52,27 @@ class LayerSoftmax(nn.Module):
         return F.log_softmax(F.linear(h, self.embedding.weight, self.bias), dim=-1)
 
 
+class FromLogitsSoftmax(nn.Module):
+    """The same softmax stating ``from_logits`` and no ``layer_logits``: the default one
+    (HeadDefaults) differentiates through ``from_logits``, as for the built-in family."""
+
+    order_preserving = True
+
+    def __init__(self, spec):
+        super().__init__()
+        self.embedding = spec.embedding
+        self.bias = nn.Parameter(torch.zeros(spec.vocab_size))
+
+    def output_layer(self):
+        return self.embedding.weight, self.bias
+
+    def from_logits(self, logits):
+        return F.log_softmax(logits, dim=-1)
+
+    def forward(self, h):
+        return self.from_logits(F.linear(h, self.embedding.weight, self.bias))
+
+
 class TanhContext(nn.Module):
     """log_softmax(W tanh(A h + c) + b): its output layer reads tanh features, in [-1, 1]^d
     whatever the body (MoC with one expert, written from outside)."""
@@ -127,6 +148,25 @@ def test_an_outside_softmax_gets_the_exact_argmax_test_and_the_gradient_share_of
     expected = _share(ours, x, y, 3)
     assert 0.0 < expected["gradient_share"] < 1.0
     assert _share(theirs, x, y, 3) == pytest.approx(expected, rel=1e-12)
+    # a head stating from_logits alone is measured too (the default layer_logits; so it was before)
+    _, stated = _pair("softmax", "FromLogitsSoftmax", d=3, d_in=3)
+    assert _share(stated, x, y, 3) == pytest.approx(expected, rel=1e-12)
+
+
+def test_the_built_in_heads_state_their_evaluation_traits():
+    """MoC alone reads a box of its own; Mixtape alone has no layer logits (per-word gates)."""
+    h = torch.zeros(2, 4)
+    for name, cls in HEADS.items():
+        assert cls.argmax_box == (1.0 if name == "moc" else None), name
+        options = {"softmax_matched": {"match": "softmax"}}.get(name, {})
+        head = cls(HeadSpec(d_in=4, embedding=nn.Embedding(30, 4), options=options)).eval()
+        layer = head.layer_logits(h)
+        if name == "mixtape":
+            assert layer is None
+            continue
+        logits, log_p_of = layer
+        assert logits.shape == (2, head.options.get("experts", 1) if name in ("mos", "mos_uniform") else 1, 30)
+        assert torch.allclose(log_p_of(logits), head(h), atol=1e-6), name
 
 
 def test_a_head_stating_the_box_of_its_layers_input_is_tested_there_not_in_the_bodys(package):

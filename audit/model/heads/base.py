@@ -92,11 +92,12 @@ class HeadProtocol(Protocol):
     def forward(self, h: torch.Tensor) -> torch.Tensor: ...
 
 
-# The optional members of ``HeadProtocol`` that are not methods (``audit.model.importpath.HEAD_METHODS``
-# lists the methods): a class from outside lacking any of them gets ``HeadDefaults`` behind it.
+# The optional members of ``HeadProtocol`` that are not methods (the methods are
+# ``audit.model.importpath.HEAD_METHODS``, torch-free, checked callable there): a class from
+# outside that lacks any of either gets ``HeadDefaults`` behind it (``audit.model.heads``).
 OPTIONAL_MEMBERS = ("defaults", "projects_input", "order_preserving", "plain_softmax",
                     # evaluation traits
-                    "argmax_box", "layer_logits")
+                    "argmax_box")
 
 
 def logits_through_from_logits(head, h: torch.Tensor):
