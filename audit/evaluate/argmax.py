@@ -7,9 +7,9 @@ produce: a superset, so "unargmaxable over the box" is sound (no reachable input
 argmax), while "argmaxable" is relative to the box (the witness lies in the box; the body may
 never produce it). For the AWD-LSTM body the head sees the last LSTM layer's output
 o * tanh(cell), in (-1, 1)^d; at evaluation the locked dropout is off, so the box is [-1, 1]^d
-(``BOX_BY_BODY``, the body's ``output_box`` 1.0: a half-width). The Transformer body ends in a
-LayerNorm, y = gamma z + beta with z zero-mean and ||z||^2 <= d, so |z_i| <= sqrt(d - 1) and its
-box is per coordinate, beta_i -/+ |gamma_i| sqrt(d - 1) (``audit.model.bodies.transformer``).
+(the body's ``output_box`` 1.0: a half-width). The Transformer body ends in a LayerNorm,
+y = gamma z + beta with z zero-mean and ||z||^2 <= d, so |z_i| <= sqrt(d - 1) and its box is
+per coordinate, beta_i -/+ |gamma_i| sqrt(d - 1) (``audit.model.bodies.transformer``).
 The heads sigsoftmax, GSS and PLIF apply a strictly increasing element-wise
 map f to l before the softmax (f' > 0: GSS f' = k - (k - 1) sigmoid(l - c) lies between 1 and k;
 sigsoftmax is GSS(0, 2); PLIF slopes are softplus(w) > 0), and an increasing map keeps the
@@ -58,7 +58,6 @@ from scipy.optimize import linprog
 
 from audit.errors import AuditError
 
-BOX_BY_BODY = {"awd_lstm": 1.0}   # half-width of the input box: tanh-bounded LSTM output
 # the authors' box: Grivas et al. 2022 ran their LP with x in [-100, 100]^d whatever the model
 # (debate-since-2021.md, section 1). A larger box can only make more tokens argmaxable, so a
 # count over the body's box (far smaller: [-1, 1]^d for the AWD-LSTM) is not theirs; their claim
@@ -267,14 +266,15 @@ def _chunked(tier, W, b, tokens, *args) -> np.ndarray:
                           or [np.zeros(0, dtype=bool)])
 
 
-def check(W, b, box=BOX_BY_BODY["awd_lstm"], seed: int = 0, patience: int = 100,
+def check(W, b, box=1.0, seed: int = 0, patience: int = 100,
           lp_budget: int | None = None) -> ArgmaxResult:
     """Tiered argmaxability of every token of a linear layer over the input box.
 
     Args:
         W: (V, d) output matrix; b: (V,) bias or None (zeros).
-        box: the input box (``Box.of``): a half-width a for [-a, a]^d (``BOX_BY_BODY``), or
-            per-coordinate bounds (lo, hi).
+        box: the input box (``Box.of``): a half-width a for [-a, a]^d, or per-coordinate
+            bounds (lo, hi). Default 1.0, the unit box of a tanh-bounded input; the evaluation
+            passes the body's ``output_box`` or the head's ``argmax_box``.
         seed: seed of the witness tier's Generator.
         patience: braid-reflection steps per token.
         lp_budget: at most this many LPs (None: no limit); the tokens beyond are unresolved.

@@ -8,13 +8,15 @@ number):
   (``audit.evaluate.argmax``) for every head whose log-P is a softmax of ``W x + b`` after an
   increasing element-wise map shared by every word (softmax, the capacity-matched softmax,
   sigsoftmax, GSS, PLIF and its frozen control: the heads that declare ``order_preserving``,
-  ``HeadProtocol``), with x the body's output in the body's box
-  (``output_box``: [-1, 1]^d for the AWD-LSTM, per coordinate from the Transformer's final
-  LayerNorm), and for MoC, whose one softmax reads W xbar + b with xbar a convex combination of
-  tanh contexts, in [-1, 1]^d whatever the body. Every other head (MoS, its uniform-gate
-  ablation, Mixtape, an outside head that does not declare ``order_preserving``) gets the witness search
+  ``HeadProtocol``; MoC too, whose one softmax reads W xbar + b), with x the input of the
+  head's output layer in its box: the head's ``argmax_box`` when it states one (MoC: xbar is a
+  convex combination of tanh contexts, in [-1, 1]^d whatever the body), else the body's
+  ``output_box`` ([-1, 1]^d for the AWD-LSTM, per coordinate from the Transformer's final
+  LayerNorm). Every other head (MoS, its uniform-gate ablation, Mixtape, an outside head that
+  does not declare ``order_preserving``) gets the witness search
   (``audit.evaluate.argmax_search``): a certified lower bound on its argmaxable tokens,
-  ``unargmaxable`` None. A body with no box leaves the test unmeasured (except MoC's).
+  ``unargmaxable`` None. A body with no box leaves the test unmeasured (except for a head with
+  its own ``argmax_box``).
   The exact heads are tested a second time over the authors' box, [-100, 100]^d
   (``argmax.AUTHORS_BOX``, Grivas et al. 2022's setting, on which their claim is judged):
   ``unargmaxable_box100``, ``argmax_unresolved_box100``, ``argmax_seconds_box100``; the witness
@@ -33,7 +35,6 @@ import torch
 
 from audit.errors import AuditError
 from audit.evaluate import argmax, argmax_search, hidden_gap
-from audit.model.heads.mixtures import MoC
 
 ARGMAX_COLUMNS = ["token", "word", "status", "train_count"]
 
@@ -41,7 +42,7 @@ ARGMAX_COLUMNS = ["token", "word", "status", "train_count"]
 def exact_argmax_head(head) -> bool:
     """Whether the tiered exact test applies: a head with an output layer (``output_layer()``)
     that declares its log-P order-preserving in the logits of that layer (``order_preserving``,
-    ``HeadProtocol``: the softmax family and MoC's one softmax over W xbar + b). Declared, not
+    ``HeadProtocol``: the softmax family, and MoC's one softmax over W xbar + b). Declared, not
     inferred from ``from_logits``: a per-token map (a scale of its own per word) is a function
     of l alone too, yet it can make a token the argmax that W x + b never ranks first (issue 37:
     tests/evaluate/test_debate.py's affine head)."""
@@ -49,7 +50,7 @@ def exact_argmax_head(head) -> bool:
 
 
 def argmax_fields(head, train_ids: torch.Tensor, vocab: list[str], options: dict,
-                  box=argmax.BOX_BY_BODY["awd_lstm"], d_in: int | None = None) -> tuple[dict, pd.DataFrame]:
+                  *, box, d_in: int | None = None) -> tuple[dict, pd.DataFrame]:
     """eval.json fields of the argmax test and the table of its unargmaxable and unresolved tokens.
 
     Args:
@@ -61,7 +62,9 @@ def argmax_fields(head, train_ids: torch.Tensor, vocab: list[str], options: dict
         box: the box the head's inputs live in, the body's ``output_box`` (``argmax.Box.of``: 1.0
             for the AWD-LSTM's tanh-bounded output, per-coordinate (lo, hi) for the
             Transformer's final LayerNorm); None: the body states none, and the test has no
-            input set: not measured (MoC excepted: its softmax reads tanh contexts).
+            input set: not measured, unless the head states the box of its output layer's
+            input itself (``argmax_box``, ``HeadProtocol``: MoC's tanh contexts). No default:
+            the box is the body's, never assumed.
         d_in: the size of the head's input (the body's ``d_out``; default ``head.d_in``).
 
     Returns:
@@ -78,8 +81,10 @@ def argmax_fields(head, train_ids: torch.Tensor, vocab: list[str], options: dict
         weight, bias = head.output_layer()
         W = weight.detach().double().cpu().numpy()
         b = None if bias is None else bias.detach().double().cpu().numpy()
-        # MoC's W reads xbar, a convex combination of tanh contexts: [-1, 1]^d on any body
-        layer_box = 1.0 if isinstance(head, MoC) else box
+        # a head whose output layer reads its own transform of h (MoC: tanh contexts) states
+        # that input's box; else the layer reads h, in the body's box
+        own = getattr(head, "argmax_box", None)
+        layer_box = box if own is None else own
         if layer_box is not None:
             layer_box = argmax.Box.of(layer_box, W.shape[1])
             result = argmax.check(W, b, box=layer_box, seed=options["seed"], patience=options["patience"],

@@ -4,7 +4,8 @@ a rank-d head passes back.
 Per test token with target y, g in R^V is the gradient of the token's loss -log p_y with respect
 to the head's *pre-map* logits l = W h + b: g = p - e_y for softmax, and f'(l) * (p - e_y) with
 p = softmax(f(l)) for the heads with an increasing element-wise map f (sigsoftmax, GSS, PLIF),
-obtained by autograd through ``Head.from_logits``. Only col([W, 1]) (W: V x d, 1: the all-ones
+obtained by autograd through the head's ``layer_logits`` (``HeadProtocol``; for the softmax
+family, ``from_logits`` applied to W h + b). Only col([W, 1]) (W: V x d, 1: the all-ones
 bias direction) reaches the body's and the embedding's parameters through l, so the measure is
 
     share = mean over tokens of ||P g||^2 / ||g||^2,    P the orthogonal projector onto col([W, 1]),
@@ -20,7 +21,9 @@ Their share is that of the whole gradient, sum_k ||P g_k||^2 / sum_k ||g_k||^2: 
 weighted by the mixture's own share of the gradient (a prior-weighted mean of per-component
 ratios would be undefined where r_k underflows to 0, and reduces to the same thing for K = 1).
 Mixtape's final logit of word x gates the components with per-word weights, so its gradient
-does not factor through one W: it is not computed (``pre_map`` returns None).
+does not factor through one W: it is not computed (its ``layer_logits`` is None, and so is
+``pre_map``). A head from outside gets the measurement by declaring ``output_layer()`` and
+``layer_logits`` (or ``from_logits``), like the built-in heads (docs/heads.md).
 """
 
 from __future__ import annotations
@@ -28,10 +31,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 import torch
-import torch.nn.functional as F
 
 from audit.errors import AuditError
-from audit.model.mixtures import mixture_log_probs
 
 
 def basis(W: np.ndarray) -> np.ndarray:
@@ -64,35 +65,30 @@ def shares(g: np.ndarray, Q: np.ndarray) -> np.ndarray:
     return (kept * kept).sum(axis=1) / total
 
 
-def pre_map(head):
+def pre_map(head, d_in: int | None = None):
     """A function h -> (l, log_p_of) for the heads whose gradient factors through col([W, 1]):
-    ``l`` the pre-map logits as a leaf tensor of shape (n, K, V) (K = 1 but for MoS), and
-    ``log_p_of(l)`` the (n, V) log-probabilities from them. None for Mixtape (see the module
-    docstring; and heads without ``output_layer()``). Heads are told apart by their interface, not their names: ``from_logits``
-    (softmax family), ``contexts`` with ``log_prior`` (MoS), and of those the ones with
-    ``transformed_logits`` (MoC: the logits of its one softmax)."""
+    ``l`` the logits of the output layer as a leaf tensor of shape (n, K, V) (K = 1 but for a
+    mixture of K softmaxes), and ``log_p_of(l)`` the (n, V) log-probabilities from them; None for
+    a head without ``output_layer()`` or whose ``layer_logits`` is None (Mixtape, see the module
+    docstring). Built-in and outside heads answer through the same protocol member
+    (``HeadProtocol.layer_logits``), asked once of one zero input of size ``d_in`` (default
+    ``head.d_in``: the body's ``d_out``)."""
     layer = head.output_layer()   # the head interface: (W, b), or None (no linear output layer)
     if layer is None:
         return None
-    probe, bias = layer
-    if head.from_logits(torch.zeros(1, probe.shape[0], dtype=probe.dtype, device=probe.device)) is not None:
-        def softmax_family(h):
-            l = F.linear(h, probe, bias).detach().unsqueeze(1).requires_grad_(True)
-            return l, lambda l: head.from_logits(l[:, 0])
-        return softmax_family
-    if not hasattr(head, "contexts"):
-        return None
-    if head.transformed_logits(torch.zeros(1, head.d_in, dtype=probe.dtype, device=probe.device)) is not None:
-        def one_softmax(h):   # MoC: one softmax over W xbar + b
-            l = head.transformed_logits(h).detach().unsqueeze(1).requires_grad_(True)
-            return l, lambda l: F.log_softmax(l[:, 0], dim=-1)
-        return one_softmax
+    probe = layer[0]
+    d_in = getattr(head, "d_in", None) if d_in is None else d_in
+    if d_in is None:
+        raise AuditError(f"gradient share: head {getattr(head, 'name', type(head).__name__)!r}: the size of its "
+                         "input is unknown (no d_in)")
+    with torch.no_grad():
+        if head.layer_logits(torch.zeros(1, d_in, dtype=probe.dtype, device=probe.device)) is None:
+            return None
 
-    def mixture(h):   # MoS, MoS-uniform: K softmaxes over W x_k + b
-        l = head.logits(head.contexts(h)).detach().requires_grad_(True)
-        log_prior = head.log_prior(h).detach()
-        return l, lambda l: mixture_log_probs(l, log_prior)
-    return mixture
+    def leaf(h):
+        logits, log_p_of = head.layer_logits(h)
+        return logits.detach().requires_grad_(True), log_p_of
+    return leaf
 
 
 class GradientShare:
@@ -100,16 +96,18 @@ class GradientShare:
     blocks go by in order; the first ``limit`` positions are scored against ``targets``.
 
     Args:
-        head: a head for which ``pre_map`` is not None (all but Mixtape).
+        head: a head for which ``pre_map`` is not None (all built-in heads but Mixtape).
         targets: (N,) the next token of every streamed position.
         limit: positions scored (None: all).
+        d_in: the size of the head's input (the body's ``d_out``; default ``head.d_in``).
     """
 
-    def __init__(self, head, targets: torch.Tensor, limit: int | None = None):
-        self.pre_map = pre_map(head)
+    def __init__(self, head, targets: torch.Tensor, limit: int | None = None, d_in: int | None = None):
+        self.pre_map = pre_map(head, d_in)
         if self.pre_map is None:
             raise AuditError(f"gradient share: head {getattr(head, 'name', type(head).__name__)!r} has no pre-map "
-                             "logits through one output layer W (per-word gates, or no output_layer())")
+                             "logits through one output layer W (per-word gates, or no output_layer() or "
+                             "layer_logits())")
         w = head.output_layer()[0]
         self.head, self.limit = head, limit
         # the basis and the targets go to the head's device once; every chunk's shares stay

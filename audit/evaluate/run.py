@@ -177,13 +177,14 @@ def evaluate_run(run_dir: str | os.PathLike, corpus_path: str, wordsim_dir: str,
         top_rows, h_rows = topk.RowCollector(positions), topk.RowCollector(sampled)
         observers = [(top_rows, "log_p"), (h_rows, "h")]
         share = None
-        if gradient_share.pre_map(model.head) is not None:
+        if gradient_share.pre_map(model.head, model.body.d_out) is not None:
             share_limit = options["gradient_share"]["contexts"]
-            share = gradient_share.GradientShare(model.head, test[1:], None if share_limit == "all" else int(share_limit))
+            share_limit = None if share_limit == "all" else int(share_limit)
+            share = gradient_share.GradientShare(model.head, test[1:], share_limit, d_in=model.body.d_out)
             observers.append((share, "h"))
         else:
             result.update(gradient_share=None, gradient_share_note="not measured: the head's log-P is not reached "
-                          "from one output layer's logits (per-word gates, or no output_layer()/from_logits(); "
+                          "from one output layer's logits (per-word gates, or no output_layer()/layer_logits(); "
                           "audit/evaluate/gradient_share.py pre_map)")
         column_mean = hidden_gap.ColumnMean(limit) if options["hidden_gap"] else None
         if column_mean is not None:

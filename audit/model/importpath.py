@@ -15,7 +15,8 @@ from audit.errors import AuditError
 # The optional members of the head protocol (audit.model.heads.base.HeadProtocol) that must be
 # callable when a class defines them.
 HEAD_METHODS = ("check_options", "transformed_logits", "from_logits", "extra_param_groups", "output_layer",
-                "target_log_probs")
+                "target_log_probs",
+                "layer_logits")   # evaluation traits
 
 
 def is_import_path(name: str) -> bool:

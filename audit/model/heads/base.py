@@ -72,6 +72,23 @@ class HeadProtocol(Protocol):
       body's features (``output_rank`` of the body), the hidden-gap control
       (``audit.evaluate.hidden_gap.control``). Default False.
 
+    Evaluation traits (``audit.evaluate``; defaults in ``HeadDefaults`` too):
+
+    - ``argmax_box``: the box the input x of ``output_layer()`` lives in, whatever the body, for
+      the exact argmax test of an ``order_preserving`` head: a half-width a ([-a, a]^d) or a pair
+      (lo, hi) (``audit.evaluate.argmax.Box.of``). Default None: the layer reads the body's
+      output h, so the test runs over the body's ``output_box``. MoC sets 1.0: its W reads xbar,
+      a convex combination of tanh contexts, and ``order_preserving`` there means argmax log-P =
+      argmax (W xbar + b).
+    - ``layer_logits(h)``: h (..., d_in) to ``(l, log_p_of)``: l (..., K, V) the logits
+      W x_k + b of ``output_layer()`` that the head's log-P is a function of (K = 1 but for a
+      mixture of K softmaxes), and ``log_p_of(l)`` the log-P (..., V) from them, differentiable
+      in l (anything else it reads, such as a mixture's prior, fixed when it was made); or None
+      when log-P does not factor through one output layer's logits (Mixtape's per-word gates).
+      The gradient share (``audit.evaluate.gradient_share``) differentiates through it: only
+      col([W, 1]) reaches the parameters through l. Default: ``from_logits`` applied to
+      W h + b of ``output_layer()`` (``logits_through_from_logits``), None when either is None.
+
     Planning traits (``audit.model.traits.heads.HeadTraits``, class-level, read by
     ``audit.plan.resources`` and ``audit.plan.memory`` without building the head): ``timing_family``,
     ``output_cost``, ``train_vocab_floats``, ``exact_argmax`` and the classmethods
@@ -82,12 +99,34 @@ class HeadProtocol(Protocol):
     def forward(self, h: torch.Tensor) -> torch.Tensor: ...
 
 
-# The optional members of ``HeadProtocol`` that are not methods (``audit.model.importpath.HEAD_METHODS``
-# lists the methods): a class from outside lacking any of them gets ``HeadDefaults`` behind it.
+# The optional members of ``HeadProtocol`` that are not methods (the methods are
+# ``audit.model.importpath.HEAD_METHODS``, torch-free, checked callable there): a class from
+# outside that lacks any of either gets ``HeadDefaults`` behind it (``audit.model.heads``).
 OPTIONAL_MEMBERS = ("defaults", "projects_input", "order_preserving", "plain_softmax",
+                    # evaluation traits
+                    "argmax_box",
                     # planning traits
                     "timing_family", "output_cost", "train_vocab_floats", "exact_argmax", "components", "cost",
                     "vocab_floats", "search_decoders", "param_count")
+
+
+def logits_through_from_logits(head, h: torch.Tensor):
+    """``layer_logits`` of a head whose log-P is ``from_logits(l)`` of its output layer's logits
+    l = W h + b (the softmax family; any head that declares ``from_logits`` and ``output_layer``).
+
+    Returns:
+        (l (..., 1, V), log_p_of) with log_p_of(l) = from_logits(l[..., 0, :]) (..., V); None
+        when the head has no ``output_layer()`` or its ``from_logits`` is None.
+    """
+    layer = head.output_layer()
+    if layer is None:
+        return None
+    weight, bias = layer
+    logits = F.linear(h, weight, bias)
+    # one row tells whether from_logits is defined, without paying for it over the whole chunk
+    if head.from_logits(logits.detach().reshape(-1, logits.shape[-1])[:1]) is None:
+        return None
+    return logits.unsqueeze(-2), lambda l: head.from_logits(l[..., 0, :])
 
 
 class HeadDefaults(HeadTraits):
@@ -100,6 +139,8 @@ class HeadDefaults(HeadTraits):
     # project never infers them from the head's name or from members it happens to have
     order_preserving = False
     plain_softmax = False
+    # evaluation traits
+    argmax_box = None   # the output layer reads the body's output: the body's output_box
 
     @classmethod
     def check_options(cls, options: dict) -> None:
@@ -120,6 +161,11 @@ class HeadDefaults(HeadTraits):
     def target_log_probs(self, h: torch.Tensor, targets: torch.Tensor) -> torch.Tensor | None:
         return None
 
+    def layer_logits(self, h: torch.Tensor):
+        # an outside head that declares from_logits and output_layer is measured as the
+        # softmax family is; one that declares neither is "not measured"
+        return logits_through_from_logits(self, h)
+
 
 class Head(HeadTraits, nn.Module):
     """Base class: a tied decoder ``l = W h + b`` plus a head-specific map to log-probs."""
@@ -129,6 +175,8 @@ class Head(HeadTraits, nn.Module):
     defaults: dict = {}     # the options a head accepts, with their defaults (audit.model.options)
     order_preserving = False  # HeadProtocol: argmax log-P = argmax (W h + b); the exact argmax test
     plain_softmax = False     # HeadProtocol: log-P = log_softmax(W h + b); the hidden-gap control
+    # evaluation traits
+    argmax_box = None         # HeadProtocol: the box of the output layer's input; None: the body's
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -189,6 +237,11 @@ class Head(HeadTraits, nn.Module):
         """log-P at the targets, (T, B), when the head has a cheaper path to it than ``forward``
         (the mixtures); None: the trainer takes ``forward``'s full log-P."""
         return None
+
+    def layer_logits(self, h: torch.Tensor):
+        """(l (..., K, V), log_p_of) for the gradient share (``HeadProtocol``): the softmax family
+        through ``from_logits`` (K = 1); None where it is None (the mixtures define their own)."""
+        return logits_through_from_logits(self, h)
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:  # pragma: no cover - abstract
         raise NotImplementedError

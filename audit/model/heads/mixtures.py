@@ -47,6 +47,12 @@ class MoS(MoSTraits, Head):
     def forward(self, h):
         return mixture_log_probs(self.logits(self.contexts(h)), self.log_prior(h))
 
+    def layer_logits(self, h):
+        """The K component logits W x_k + b, (..., K, V), and log-P from them with the prior
+        fixed: each l_k reaches the parameters only through col([W, 1]) (the gradient share)."""
+        log_prior = self.log_prior(h).detach()
+        return self.logits(self.contexts(h)), lambda l: mixture_log_probs(l, log_prior)
+
     def target_log_probs(self, h, targets):
         # the training loss: the mixture formed at the targets alone (audit.model.mixtures), a
         # MoS step at K = 2 (V = 2,000) about 40% less CPU than the full mixture's
@@ -67,6 +73,8 @@ class MoC(MoCTraits, MoS):
     Same parameters as MoS; the log-P rank stays <= d + 2."""
 
     order_preserving = True   # one softmax over W xbar + b: argmax log-P = argmax (W xbar + b)
+    # evaluation traits
+    argmax_box = 1.0          # xbar, a convex combination of tanh contexts, lies in [-1, 1]^d on any body
 
     def transformed_logits(self, h):
         prior = torch.softmax(self.prior(h), dim=-1).unsqueeze(-1)  # (T, B, K, 1)
@@ -74,6 +82,10 @@ class MoC(MoCTraits, MoS):
 
     def forward(self, h):
         return F.log_softmax(self.transformed_logits(h), dim=-1)
+
+    def layer_logits(self, h):
+        """The logits of its one softmax, W xbar + b, (..., 1, V), and that softmax."""
+        return self.transformed_logits(h).unsqueeze(-2), lambda l: F.log_softmax(l[..., 0, :], dim=-1)
 
     def target_log_probs(self, h, targets):
         return None   # one softmax, not MoS's mixture: the trainer takes forward's log-P
