@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from audit.stats.comparisons import DROP_KINDS, drop_kind
+from audit.stats.gates import DROP_KINDS, drop_kind
 from audit.stats.io import Settings
 
 COLUMNS = ["kind", "corpus", "head", "seed", "metric", "detail"]

@@ -68,7 +68,8 @@ import pandas as pd
 
 from audit.config import check_section
 from audit.stats import multiboot, one_sample
-from audit.stats.comparisons import default_lower_is_better, drop_kind, finalize, make_row, verdict as comparison_verdict
+from audit.stats.comparisons import default_lower_is_better, finalize, make_row, verdict as comparison_verdict
+from audit.stats.gates import drop_kind
 from audit.stats.io import Settings, absent_later, arm
 from audit.stats.multiplicity import METHOD, adjust
 

@@ -35,6 +35,7 @@ import pandas as pd
 from audit.config import check_section
 from audit.errors import AuditError
 from audit.stats import aso, multiboot, power, tests
+from audit.stats.gates import DROP_KINDS, drop_kind, eligible
 from audit.stats.io import Settings, absent_later, arm, require_metric
 from audit.stats.multiplicity import METHOD, adjust
 from audit.stats.resample import bootstrap_two_sample, percentile_ci
@@ -179,16 +180,6 @@ def verdict(row: dict, settings: Settings) -> tuple[str, str]:
     return "inconclusive", f"no decision: not significant (welch p_adj={p:.3g}), not equivalent (tost p_adj={tp:.3g}); {tail}"
 
 
-DROP_KINDS = ("not run", "too few seeds", "runs failed", "undefined")  # why a row has no p_adj
-
-
-def drop_kind(reason: str) -> str:
-    """Why a row left its Holm family, from the reason ``verdict`` gave: one of ``DROP_KINDS``
-    (``undefined`` = an undefined p-value), or '' for a row with a test."""
-    head = str(reason).split(":", 1)[0].strip()
-    return head if head in DROP_KINDS else ""
-
-
 def family_note(reasons, n_multiboot: int = 0) -> str:
     """What a Holm family size counts: 'm = 2 defined Welch tests of 4 rows; dropped: 1 not run,
     1 too few seeds', from the ``reason`` of every row of the family; with ``n_multiboot``
@@ -200,17 +191,6 @@ def family_note(reasons, n_multiboot: int = 0) -> str:
     text = (f"m = {welch + n_multiboot} defined tests ({welch} Welch, {n_multiboot} multi-bootstrap) "
             f"of {len(kinds)} rows" if n_multiboot else f"m = {welch} defined Welch tests of {len(kinds)} rows")
     return text + (f"; dropped: {', '.join(f'{n} {k}' for k, n in counts.items())}" if counts else "")
-
-
-def eligible(df: pd.DataFrame, settings: Settings) -> pd.Series:
-    """Rows that may enter a Holm family: ``min_seeds`` usable runs per arm and both heads run.
-    The one gate of both tests (``multiboot.row_columns`` asks ``gated``)."""
-    return (df[["n_a", "n_b"]].min(axis=1) >= settings.min_seeds) & ~df["not_run"].astype(bool)
-
-
-def gated(row: dict, settings: Settings) -> bool:
-    """``eligible`` of one finalized row (which keeps the ``not run`` only in its reason)."""
-    return min(row["n_a"], row["n_b"]) < settings.min_seeds or drop_kind(row["reason"]) == "not run"
 
 
 def finalize(rows: list[dict], settings: Settings) -> pd.DataFrame:

@@ -50,6 +50,7 @@ from scipy import stats
 
 from audit.errors import AuditError
 from audit.files import atomic_write
+from audit.stats.gates import gated
 from audit.stats.io import Settings
 from audit.stats.resample import chunk_sizes
 
@@ -259,7 +260,6 @@ def row_columns(runs: pd.DataFrame, sentences: Sentences | None, row: dict, sett
     reason in ``mb_note`` when it cannot be computed."""
     if row["metric"] != METRIC:
         return _missing(f"defined for {METRIC} only")
-    from audit.stats.comparisons import gated   # here: comparisons imports this module
     if gated(row, settings):   # the Welch row's gate: no p, no CI, no place in a Holm family
         return _missing(row["reason"])
     if sentences is None:

@@ -35,7 +35,8 @@ import numpy as np
 import pandas as pd
 
 from audit.errors import AuditError
-from audit.stats.comparisons import drop_kind, finalize
+from audit.stats.comparisons import finalize
+from audit.stats.gates import drop_kind
 from audit.stats.published.reproduce import round_sig, sig_digits
 from audit.stats.published.summaries import compare_summary, student_p_from_stats
 
