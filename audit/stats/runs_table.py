@@ -18,6 +18,7 @@ import pandas as pd
 
 from audit.errors import AuditError
 from audit.files import atomic_write_text
+from audit.schema import schema_defaults
 from audit.stats import multiboot
 from audit.stats.io import STATUSES
 
@@ -39,9 +40,9 @@ EXTRA_COLUMNS = [  # present when the head has an element-wise transform f of th
     # why a measurement is missing: "not measured: ..." where the head or body does not support it
     "hidden_gap_note", "f_logits_note", "output_spectrum_note",
 ]
-# the body each run's head sat on (model.body: awd_lstm, transformer or an import path); runs
-# recorded before bodies existed were AWD-LSTMs
-DEFAULT_BODY = "awd_lstm"
+# the body each run's head sat on (model.body: a registered body or an import path); runs
+# recorded before bodies existed sat on the schema's default body
+DEFAULT_BODY = schema_defaults("model", unfilled=True)["body"]
 PAIR_COLUMNS = ["corpus", "head", "seed", "benchmark", "word1", "word2", "gold", "cosine"]
 
 
