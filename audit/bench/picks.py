@@ -93,6 +93,9 @@ PUBLISHED_SHAPE = {"c": -1.5, "k": 2.5}
 
 
 def shape_options(name: str) -> dict:
-    """``PUBLISHED_SHAPE`` for a head whose options include c and k, else {}."""
-    options = _options(_registry()[name])
+    """``PUBLISHED_SHAPE`` for a head (a registry name or an import path) whose options include
+    c and k, else {}."""
+    from audit.model.heads import head_class
+
+    options = _options(head_class(name))
     return dict(PUBLISHED_SHAPE) if set(PUBLISHED_SHAPE) <= set(options) else {}

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from audit.errors import AuditError
 from audit.stats.sequential import stopping
 
 # the published tables the benchmark can draw from (``--effects``) and its corpus labels: the sets and
@@ -41,7 +42,7 @@ def published_effects() -> tuple[tuple[str, ...], dict]:
             arms = [r for r in rows if r["set"] == name and r["corpus"] == published]
             labels = tuple(r["row"].lower().removeprefix("lms-") for r in arms)
             if not arms or labels != (heads or labels):
-                raise ValueError(f"{PUBLISHED_CSV}: set {name!r}, corpus {published!r}: arms {labels}, "
+                raise AuditError(f"{PUBLISHED_CSV}: set {name!r}, corpus {published!r}: arms {labels}, "
                                  f"expected {heads}")
             heads = labels
             effects[table][corpus] = tuple((float(r["mean"]), float(r["sd"])) for r in arms)
