@@ -57,12 +57,14 @@ def mixture_head(W: np.ndarray, b: np.ndarray, experts: int, d_in: int, seed: in
     """A MoS head (eval mode) with decoder W (V, d), bias b and a seeded latent layer d_in -> K d."""
     import torch
 
+    from audit.bench import picks
     from audit.model.heads import HeadSpec, build_head
 
     torch.manual_seed(seed)
     embedding = torch.nn.Embedding(*W.shape)
     embedding.weight.data = torch.from_numpy(W).float()
-    head = build_head("mos", HeadSpec(d_in=d_in, embedding=embedding, options={"experts": experts, "dropoutl": 0.0}))
+    options = {"experts": experts, "dropoutl": 0.0}
+    head = build_head(picks.latent_mixture(), HeadSpec(d_in=d_in, embedding=embedding, options=options))
     head.bias.data = torch.from_numpy(b).float()
     return head.eval()
 

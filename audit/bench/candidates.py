@@ -29,11 +29,12 @@ from pathlib import Path
 
 import torch
 
+from audit.bench import picks
 from audit.errors import AuditError
 from audit.model.options import HEAD_OPTIONS
 
 DEFAULTS = {"K": 2000, "d": 32, "H": 128, "L": 2, "B": 32, "bptt": 35, "drop": 0.0, "lr": 10.0, "clip": 0.25,
-            "E": 8, "T": 150_000, "asgd": "nt", "sw": 200, "head": "softmax", "experts": None, "last": None,
+            "E": 8, "T": 150_000, "asgd": "nt", "sw": 200, "head": picks.baseline(), "experts": None, "last": None,
             "dropl": None, "seed": 1}
 NO_DEFAULT_KINDS = {"experts": int, "last": int, "dropl": float}   # the types of the keys unset by default
 LATENT_HEADS = [name for name, options in HEAD_OPTIONS.items() if "dropoutl" in options]

@@ -1,6 +1,6 @@
 """What paper scale costs on a GPU (``python -m audit bench gpu``).
 
-For each head family of ``configs/paper-ptb.yaml`` (softmax, plif, mos by default), with that
+For each head family of ``configs/paper-ptb.yaml`` (``families()``: softmax, plif, mos), with that
 arm's model and training settings and the real ``Trainer.train_epoch`` on random token ids of
 the corpus's vocabulary size (speed does not depend on which words):
 
@@ -38,9 +38,6 @@ from pathlib import Path
 from audit.errors import AuditError
 from audit.stats.sequential.schedule import planned_seeds
 
-FAMILIES = {"softmax": ["softmax", "sigsoftmax", "gss", "softmax_matched", "gss_unbounded"],
-            "plif": ["plif", "plif_frozen"],
-            "mos": ["mos", "moc", "mos_uniform", "mixtape"]}
 TRAIN_TOKENS = {"ptb": 929_589, "wikitext-2": 2_088_628}  # training tokens incl. <eos> (LM convention)
 PAPER_CONFIGS = ["paper-ptb", "paper-wt2", "fair-comparison-paper", "gss-grid-paper-ptb", "gss-grid-paper-wt2",
                  "mos-sweep-paper-ptb"]
@@ -48,8 +45,24 @@ CONCURRENCY = [1, 2, 4, 8, 12, 16]
 REPO = Path(__file__).resolve().parent.parent.parent
 
 
+def families() -> list[str]:
+    """The families timed, each named by the head that stands for it, the baseline's first: the
+    plain softmax (the element-wise maps of the softmax cost within 10% of it, docs/benchmarks.md),
+    PLIF (its knot table) and MoS (K softmaxes); ``audit.bench.picks``."""
+    from audit.bench import picks
+
+    return [picks.baseline(), picks.trained_knots(), picks.latent_mixture()]
+
+
 def family_of(head: str) -> str:
-    return next((f for f, heads in FAMILIES.items() if head in heads), "softmax")
+    """The family ``head`` (a registry name or an import path) is timed as: its ``timing_family``
+    when that is one of ``families()`` (PLIF's frozen control, the other mixtures), else the
+    baseline's (the element-wise maps and the matched softmax)."""
+    from audit.model.heads import head_class
+
+    timed = families()
+    family = head_class(head).timing_family
+    return family if family in timed else timed[0]
 
 
 def arm_settings(config: dict, family: str, tiny: bool, device: str) -> dict:
@@ -187,7 +200,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m audit bench gpu", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default=str(REPO / "configs" / "paper-ptb.yaml"), help="where the arms come from")
-    parser.add_argument("--families", default="softmax,plif,mos")
+    parser.add_argument("--families", default=",".join(families()))
     parser.add_argument("--concurrency", default=None, help="comma-separated N (default 1,2,4,8,12,16; CPU: 1,2)")
     parser.add_argument("--steps", type=int, default=None, help="timed steps per run (default 100; CPU 5)")
     parser.add_argument("--warmup", type=int, default=None, help="untimed steps first (default 20; CPU 2)")
@@ -250,7 +263,7 @@ def main(argv: list[str]) -> int:
                 if mps is not None:
                     stop_mps(mps)
     print("\nprojected GPU-hours (best N per family" + (", tiny CPU model: not a GPU figure)" if tiny else ")"))
-    rates = {f: best.get(f, max(best.values(), key=lambda b: b[1]))[1] for f in FAMILIES}
+    rates = {f: best.get(f, max(best.values(), key=lambda b: b[1]))[1] for f in families()}
     for name in PAPER_CONFIGS:
         path = REPO / "configs" / f"{name}.yaml"
         if path.is_file():

@@ -7,18 +7,57 @@ Shared by ``audit.bench.sequential`` (one design's error rates and seeds) and
 
 from __future__ import annotations
 
+import csv
+import functools
+from pathlib import Path
+
 import numpy as np
 
+from audit.errors import AuditError
 from audit.stats.sequential import stopping
 
-HEADS = ("softmax", "ss", "gss", "plif", "mos")
-# test perplexity mean, SD per head (order of HEADS): shared/reference/protocol.md section 6
-EFFECTS = {
-    "table1": {"ptb": ((57.08, 0.10), (57.03, 0.15), (57.02, 0.13), (56.81, 0.11), (54.88, 0.26)),
-               "wt2": ((64.63, 0.09), (64.35, 0.18), (64.51, 0.13), (64.15, 0.17), (61.97, 0.43))},
-    "table2": {"ptb": ((57.08, 0.09), (57.05, 0.15), (57.00, 0.14), (56.80, 0.11), (54.91, 0.26)),
-               "wt2": ((64.63, 0.08), (64.35, 0.17), (64.50, 0.13), (64.16, 0.17), (61.96, 0.40))},
-}
+# the published tables the benchmark can draw from (``--effects``) and its corpus labels: the sets and
+# corpora of audit/data/published.csv
+TABLES = {"table1": "lk-sm-table1", "table2": "lk-table2"}
+CORPORA = {"ptb": "ptb", "wt2": "wikitext-2"}
+PUBLISHED_CSV = Path(__file__).resolve().parents[1] / "data" / "published.csv"
+
+
+@functools.cache
+def published_effects() -> tuple[tuple[str, ...], dict]:
+    """LK's test perplexities of the five arms, read from ``audit/data/published.csv``
+    (shared/reference/protocol.md section 6).
+
+    Returns:
+        (heads, effects): the arms' labels in the table's row order (the baseline first): LK's
+        row label in lower case, LMS-PLIF as plif; and effects[table][corpus] = ((mean, sd), ...)
+        in that order, for each table of ``TABLES`` and corpus of ``CORPORA``.
+    """
+    with PUBLISHED_CSV.open(newline="", encoding="utf-8") as f:
+        rows = [r for r in csv.DictReader(f) if r["metric"] == "test_ppl" and r["kind"] == "seeds"]
+    heads, effects = None, {}
+    for table, name in TABLES.items():
+        effects[table] = {}
+        for corpus, published in CORPORA.items():
+            arms = [r for r in rows if r["set"] == name and r["corpus"] == published]
+            labels = tuple(r["row"].lower().removeprefix("lms-") for r in arms)
+            if not arms or labels != (heads or labels):
+                raise AuditError(f"{PUBLISHED_CSV}: set {name!r}, corpus {published!r}: arms {labels}, "
+                                 f"expected {heads}")
+            heads = labels
+            effects[table][corpus] = tuple((float(r["mean"]), float(r["sd"])) for r in arms)
+    return heads, effects
+
+
+def __getattr__(name: str):
+    """``HEADS`` and ``EFFECTS``: the two halves of ``published_effects()``, read at first use."""
+    if name == "HEADS":
+        return published_effects()[0]
+    if name == "EFFECTS":
+        return published_effects()[1]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def prefix_stats(x: np.ndarray, sizes) -> tuple[np.ndarray, np.ndarray]:
     """Means and sample variances of the first n seeds, for each n in ``sizes``.
 

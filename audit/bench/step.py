@@ -32,10 +32,12 @@ ANCHOR = {"emb": 200, "hidden": 200, "layers": 2, "dropout": 0.2, "batch": 20, "
 
 
 def anchor_settings(threads: int, device: str, steps: int, size: dict = ANCHOR) -> dict:
+    from audit.bench import picks
     from audit.config import check_study, run_settings
 
+    head = picks.baseline()  # the plain softmax, the plain model's tied decoder
     config = check_study({
-        "study": "bench-step", "seeds": [1], "heads": [{"name": "softmax"}],
+        "study": "bench-step", "seeds": [1], "heads": [{"name": head}],
         "model": {"emb_size": size["emb"], "hidden_size": size["hidden"], "n_layers": size["layers"],
                   "dropoute": 0.0, "dropouti": size["dropout"], "dropouth": size["dropout"],
                   "dropout": size["dropout"], "wdrop": 0.0},
@@ -44,7 +46,7 @@ def anchor_settings(threads: int, device: str, steps: int, size: dict = ANCHOR) 
                   "wdecay": 0.0, "threads": threads, "device": device,
                   "epoch_tokens": steps * size["batch"] * size["bptt"]},
     })
-    return run_settings(config, "ptb", "softmax", 1)
+    return run_settings(config, "ptb", head, 1)
 
 
 class PlainModel(nn.Module):

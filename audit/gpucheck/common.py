@@ -14,22 +14,45 @@ from pathlib import Path
 
 from audit.files import atomic_write_text
 
-# built-in heads checked on CUDA; softmax_matched is the softmax class sized by the config
-HEADS = ["softmax", "sigsoftmax", "gss", "plif", "plif_frozen", "mos", "moc", "mos_uniform", "mixtape"]
-BODIES = ["awd_lstm", "transformer"]
-# small, fast options: the kernels are the same at any size
-TINY_OPTIONS = {"gss": {"c": -1.5, "k": 2.5}, "plif": {"knots": 1000}, "plif_frozen": {"knots": 1000},
-                "mos": {"experts": 3, "dropoutl": 0.0}, "moc": {"experts": 3, "dropoutl": 0.0},
-                "mos_uniform": {"experts": 3, "dropoutl": 0.0}, "mixtape": {"gate_embedding_size": 8}}
+# small, fast options by option name (the kernels are the same at any size): a knot table of 1000,
+# Mixtape's gates 8 wide, and a mixture over a latent layer (option dropoutl) of 3 components
+# without latent dropout (Mixtape's 4 components are fixed); GSS at LK's published shape
+SMALL_OPTIONS = {"knots": 1000, "gate_embedding_size": 8}
+LATENT_OPTIONS = {"experts": 3, "dropoutl": 0.0}
 NO_DROPOUT = {"dropoute": 0.0, "dropouti": 0.0, "dropouth": 0.0, "dropout": 0.0, "wdrop": 0.0}
 REPO = Path(__file__).resolve().parents[2]
+
+
+def __getattr__(name: str):
+    """``HEADS``: the built-in heads checked on CUDA, every one a one-arm study trains (the
+    capacity-matched softmax is the softmax class sized by the config); ``BODIES``: every
+    built-in body. Both in registry order, read from the registries at first use."""
+    from audit.bench import picks
+
+    if name == "HEADS":
+        return picks.standalone_heads()
+    if name == "BODIES":
+        return picks.bodies()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def tiny_options(head: str) -> dict:
+    """The small options ``head`` runs with in the checks (module comment above)."""
+    from audit.bench import picks
+    from audit.model.heads import head_class
+
+    defaults = head_class(head).defaults or {}
+    options = {**picks.shape_options(head), **{k: v for k, v in SMALL_OPTIONS.items() if k in defaults}}
+    return {**options, **LATENT_OPTIONS} if "dropoutl" in defaults else options
 
 
 def every_arm(deadline: float, result, verb: str):
     """Yield (body, head) for every built-in head on both bodies while time lasts; the first one
     left out is noted and the result marked incomplete."""
-    for body in BODIES:
-        for head in HEADS:
+    from audit.bench import picks
+
+    for body in picks.bodies():
+        for head in picks.standalone_heads():
             if time.time() > deadline:
                 result.note(f"out of time before {body}/{head}: not {verb}")
                 result.data["incomplete"] = True
@@ -56,21 +79,23 @@ def device_info() -> dict:
 def tiny_settings(head: str, body: str, device: str, vocab: int = 500, **train) -> dict:
     """Train settings of one small run of ``head`` on ``body`` (no dropout: CPU and CUDA draw
     different random masks from one seed, so only a dropout-free run can be compared)."""
+    from audit.bench import picks
     from audit.config import check_study, run_settings, train_settings
 
     model = {"emb_size": 16, "hidden_size": 32, "n_layers": 2, **NO_DROPOUT}
-    if body == "transformer":
-        model.update(body="transformer", hidden_size=64, n_heads=2, positions="learned", context_size=16,
+    other = body != picks.default_body()  # the Transformer: the default body is the AWD-LSTM
+    if other:
+        model.update(body=body, hidden_size=64, n_heads=2, positions="learned", context_size=16,
                      eval_stride=8)
     config = check_study({
-        "study": "gpu-check", "seeds": [1], "heads": [{"name": head, "options": TINY_OPTIONS.get(head, {})}],
+        "study": "gpu-check", "seeds": [1], "heads": [{"name": head, "options": tiny_options(head)}],
         "data": {"max_tokens": {"train": None, "valid": None, "test": None}},
         "model": model,
         "train": {"epochs": 2, "batch_size": 8, "bptt": 16, "asgd": "et", "switch_epoch": 1, "threads": 1,
                   "device": device,
                   # the Transformer trains with AdamW and no averaging (config.py refuses ASGD there)
                   **({"optimizer": "adamw", "lr": 0.003, "wdecay": 0.01, "asgd": "none", "variable_bptt": False}
-                     if body == "transformer" else {}), **train},
+                     if other else {}), **train},
     })
     settings = train_settings(run_settings(config, "ptb", head, 1))
     return settings

@@ -64,12 +64,16 @@ def compare_run(head: str, body: str, corpus: str, result) -> None:
     excess = ((got - want).abs() - bound).max().item()
     result.check(f"log-probs {key}", f"max |diff| {(got - want).abs().max().item():.3g}",
                  f"<= {LOGP_ATOL:g} + {LOGP_RTOL:g} |log p|", bool(torch.isfinite(got).all()) and excess <= 0)
-    optimizer = "AdamW" if body == "transformer" else "SGD"
+    from audit.bench import picks
+
+    # the default body (AWD-LSTM) trains with SGD and ASGD, the other (the Transformer) with AdamW
+    adamw = body != picks.default_body()
+    optimizer = "AdamW" if adamw else "SGD"
     rows = {d: t.train_epoch() for d, t in trainers.items()}
     loss_gap = abs(rows["cuda"]["train_loss"] - rows["cpu"]["train_loss"]) / abs(rows["cpu"]["train_loss"])
     result.check(f"{optimizer} step loss {key}", f"{loss_gap:.3g}", f"relative <= {LOSS_RTOL:g}", loss_gap <= LOSS_RTOL)
     gap = _max_param_gap(gpu.model.state_dict(), cpu.model.state_dict())
-    if body == "transformer":
+    if adamw:
         # AdamW's first step moves each weight by about lr x sign(g): a gradient entry that is
         # rounding noise on both devices may take either sign, so its weights can differ by up to
         # 2 lr; what must agree is the function, i.e. the loss the stepped model gives
@@ -98,11 +102,11 @@ def _head(name: str, d: int, vocab: int, seed: int = 0):
     import torch
     import torch.nn as nn
 
-    from audit.gpucheck.common import TINY_OPTIONS
+    from audit.gpucheck.common import tiny_options
     from audit.model.heads import HeadSpec, build_head
 
     torch.manual_seed(seed)
-    return build_head(name, HeadSpec(d_in=d, embedding=nn.Embedding(vocab, d), options=TINY_OPTIONS.get(name, {})))
+    return build_head(name, HeadSpec(d_in=d, embedding=nn.Embedding(vocab, d), options=tiny_options(name)))
 
 
 def plif_spread(result) -> None:
@@ -110,7 +114,9 @@ def plif_spread(result) -> None:
     import torch
     import torch.nn.functional as F
 
-    head = _head("plif", 32, 2000).train().cuda()
+    from audit.bench import picks
+
+    head = _head(picks.trained_knots(), 32, 2000).train().cuda()
     h = torch.randn(20, 10, 32, generator=torch.Generator().manual_seed(3)).cuda()
     targets = torch.randint(0, 2000, (200,), generator=torch.Generator().manual_seed(4)).cuda()
     grads = []
@@ -128,9 +134,11 @@ def press_rank(result) -> None:
     """The Gram accumulated on the GPU gives the CPU's Press rank (softmax: <= d + 2)."""
     import torch
 
+    from audit.bench import picks
     from audit.evaluate import spectrum
 
-    for name in ("softmax", "sigsoftmax"):
+    base, lifted = picks.baseline(), picks.rank_lifting()
+    for name in (base, lifted):
         head = _head(name, 16, 300).eval()
         h = torch.randn(1200, 16, generator=torch.Generator().manual_seed(5))
         with torch.no_grad():
@@ -140,18 +148,19 @@ def press_rank(result) -> None:
         gpu = spectrum.singular_values([c.cuda() for c in chunks])
         m, n = log_p.shape
         ranks = spectrum.press_rank(gpu, m, n), spectrum.press_rank(cpu, m, n)
-        bound_holds = (ranks[1] <= 16 + 2) == (name == "softmax")
+        bound_holds = (ranks[1] <= 16 + 2) == (name == base)
         result.check(f"Press rank of a CUDA spectrum ({name})", f"CUDA {ranks[0]}, CPU {ranks[1]}",
-                     "equal; softmax <= d + 2 = 18, sigsoftmax above", ranks[0] == ranks[1] and bound_holds)
+                     f"equal; {base} <= d + 2 = 18, {lifted} above", ranks[0] == ranks[1] and bound_holds)
 
 
 def forward_jacobian(result) -> None:
     """torch.func's forward mode on CUDA against plain reverse-mode autograd on CUDA."""
     import torch
 
+    from audit.bench import picks
     from audit.evaluate.jacobian import jacobian
 
-    for name in ("softmax", "mos"):
+    for name in (picks.baseline(), picks.latent_mixture()):
         head = _head(name, 16, 300).eval().cuda()
         h = torch.randn(16, generator=torch.Generator().manual_seed(6)).cuda()
         forward, reverse = jacobian(head, h, "forward"), jacobian(head, h, "reverse")

@@ -50,6 +50,7 @@ def run(result, budget: float, simulated: bool) -> None:
     import pandas as pd
     import yaml
 
+    from audit.bench import picks
     from audit.gpucheck.common import REPO
 
     if importlib.util.find_spec("snakemake") is None:
@@ -95,9 +96,10 @@ def run(result, budget: float, simulated: bool) -> None:
             gap = ((both["test_ppl"] - both["test_ppl_cpu"]).abs() / both["test_ppl_cpu"]).max()
             result.check(f"{label}: test ppl against the CPU study", f"max relative gap {gap:.2g} over {len(both)} runs",
                          f"<= {PPL_RTOL:g}", len(both) == len(cpu) and gap <= PPL_RTOL)
-            softmax = both[both["head"] == "softmax"]
+            base = picks.baseline()  # the plain softmax: its log-P has rank d + 2
+            softmax = both[both["head"] == base]
             d = int(yaml.safe_load((workdir / "configs" / "smoke.yaml").read_text())["model"]["emb_size"])
-            result.check(f"{label}: softmax Press rank", sorted(set(softmax["press_rank"].astype(int))),
+            result.check(f"{label}: {base} Press rank", sorted(set(softmax["press_rank"].astype(int))),
                          f"d + 2 = {d + 2}", len(softmax) > 0 and (softmax["press_rank"] == d + 2).all())
             result.figure(f"{label}_runs", both[["head", "seed", "test_ppl", "test_ppl_cpu", "press_rank"]]
                           .to_dict(orient="records"))

@@ -43,12 +43,15 @@ def largest_arm(config: dict, job: str) -> dict:
 def shrink(settings: dict) -> dict:
     """The same arm at a size the simulated device (a CPU) runs in seconds: its figures check the
     step's plumbing, not the plan at paper size."""
+    from audit.bench import picks
+
     m, t = settings["model"], settings["train"]
+    other = m.get("body") not in (None, picks.default_body())  # the Transformer, not the default AWD-LSTM
     settings["vocab_size"] = 1000
     settings["max_tokens"] = {"train": 20000, "valid": 2000, "test": 2000}
-    m.update(emb_size=16, hidden_size=64 if m.get("body") == "transformer" else 32,
+    m.update(emb_size=16, hidden_size=64 if other else 32,
              last_size=16 if m.get("last_size") else m.get("last_size"))
-    if m.get("body") == "transformer":
+    if other:
         m.update(n_heads=2, context_size=32)
         t.update(bptt=32)
     else:

@@ -52,6 +52,7 @@ class SyncCounter:
 
 def measure(head: str, body: str, corpus: str) -> list[dict]:
     """One row per phase: steps, syncs, validation chunks and syncs."""
+    from audit.bench import picks
     from audit.gpucheck.common import tiny_settings
     from audit.train.trainer import Trainer, evaluate_loss
 
@@ -66,7 +67,8 @@ def measure(head: str, body: str, corpus: str) -> list[dict]:
 
     trainer.optimizer.step = counted
     rows = []
-    phases = ["sgd", "averaging"] if body != "transformer" else ["adamw", "adamw"]
+    # the default body (AWD-LSTM) trains with SGD then averages; the other (the Transformer) uses AdamW
+    phases = ["sgd", "averaging"] if body == picks.default_body() else ["adamw", "adamw"]
     for phase in phases:
         steps[0] = 0
         with SyncCounter() as train:
