@@ -5,7 +5,7 @@ Torch-free for built-in heads and bodies: rules/train.smk and rules/evaluate.smk
 resource functions (``runtime`` in minutes, ``mem_mb`` in MB) while the DAG is planned, usually
 on a login node. The user does not guess: the figures follow from epochs, tokens per epoch,
 model size, corpus and what the head and body declare (their planning traits,
-``audit.model.traits``: a head's timing family, output cost, components, exact argmax and
+``audit.model.heads.traits``, ``audit.model.bodies.traits``: a head's timing family, output cost, components, exact argmax and
 parameters; a body's multiply-adds, activations and parameters), the same members for a head or
 body from outside the project, whose undeclared ones take documented defaults.
 
@@ -45,7 +45,7 @@ import os
 
 from audit.plan import bodycost
 from audit.errors import AuditError
-from audit.model.traits import head_traits
+from audit.model.heads.traits import head_traits
 
 # Tokens per split (with <eos>) and vocabulary of the pinned files; tests/plan/test_resources.py
 # recounts them from the data mirror.
@@ -68,7 +68,7 @@ PUBLISHED_MODEL = {
 LK_MODEL = {"emb_size": 400, "hidden_size": 1150, "last_size": None, "n_layers": 3, "experts": 1}
 # A head's published family (``timing_family``) and its output layer's cost relative to
 # softmax's d' x V product (``output_cost``, ``python -m audit bench heads``) are its planning
-# traits (audit/model/traits/heads.py): heads without a published time take the nearest family.
+# traits (audit/model/heads/traits.py): heads without a published time take the nearest family.
 GPU_SECONDS_PER_STEP_FLOOR = 0.02  # assumed launch-bound floor per batch step (3-layer LSTM, weight drop)
 
 # CPU anchors (tokens/s of training, one epoch): the smoke model (configs/smoke.yaml, 1 thread,

@@ -1,8 +1,10 @@
-"""audit/model/traits: the planning traits heads and bodies declare. Built-in classes answer
-through the torch-free traits classes they inherit; the planner's parameter count is the built
+"""audit/model/heads/traits.py, audit/model/bodies/traits.py: the planning traits heads and bodies
+declare, importable without torch. Built-in classes answer through the torch-free traits classes they inherit; the planner's parameter count is the built
 model's; an outside head or body that declares a built-in's traits is planned exactly as that
 built-in, and one that declares none gets the documented defaults."""
 
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -13,8 +15,8 @@ from audit.plan import bodycost, memory, resources
 from audit.config import check_study, run_settings
 from audit.model.bodies import BODIES
 from audit.model.heads import HEADS, head_class
-from audit.model.traits import HEAD_TRAITS, body_traits, head_traits
-from audit.model.traits.heads import HeadTraits
+from audit.model.bodies.traits import body_traits
+from audit.model.heads.traits import HEAD_TRAITS, HeadTraits, head_traits
 from tests.helpers import write_package
 
 REPO = Path(__file__).resolve().parents[2]
@@ -26,7 +28,7 @@ COPIES = textwrap.dedent('''
 
     from audit.model.bodies import AWDLSTMBody
     from audit.model.heads import MoS, Softmax
-    from audit.model.traits.bodies import AWDLSTMTraits
+    from audit.model.bodies.traits import AWDLSTMTraits
 
 
     class Wrapper(nn.Module):
@@ -134,6 +136,14 @@ def plan(s: dict) -> dict:
             "train_mem_mb": resources.train_mem_mb(s), "evaluate_mem_mb": resources.evaluate_mem_mb(s),
             "argmax_seconds": resources.argmax_seconds(s), "n_params": resources.n_params(s),
             "train_bytes": memory.train_bytes(s), "evaluate_bytes": memory.evaluate_bytes(s)}
+
+
+def test_the_traits_modules_import_no_torch():
+    """The planner and config validation read them while Snakemake parses the workflow; the
+    packages they live in load their torch parts lazily (``__getattr__``)."""
+    code = ("import sys, audit.model.heads.traits, audit.model.bodies.traits; "
+            "assert 'torch' not in sys.modules, 'torch imported'")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
 
 
 def test_built_in_classes_answer_through_their_traits_classes():

@@ -15,7 +15,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.func import functional_call
 
-from audit.model.traits.bodies import AWDLSTMTraits
+from audit.model.bodies.traits import AWDLSTMTraits
 
 
 def locked_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 from audit.errors import AuditError
 from audit.model.options import HEAD_OPTIONS
-from audit.model.traits.heads import HeadTraits
+from audit.model.heads.traits import HeadTraits
 
 
 @dataclass
@@ -89,7 +89,7 @@ class HeadProtocol(Protocol):
       col([W, 1]) reaches the parameters through l. Default: ``from_logits`` applied to
       W h + b of ``output_layer()`` (``logits_through_from_logits``), None when either is None.
 
-    Planning traits (``audit.model.traits.heads.HeadTraits``, class-level, read by
+    Planning traits (``audit.model.heads.traits.HeadTraits``, class-level, read by
     ``audit.plan.resources`` and ``audit.plan.memory`` without building the head): ``timing_family``,
     ``output_cost``, ``train_vocab_floats``, ``exact_argmax`` and the classmethods
     ``components``, ``cost``, ``vocab_floats``, ``search_decoders`` and ``param_count``; the

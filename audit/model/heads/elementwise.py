@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from audit.model.gss import gss_log_softmax, gss_map
 from audit.model.heads.base import Head
 from audit.model.plif import plif_apply, plif_init, plif_log_softmax
-from audit.model.traits.heads import GSSTraits, PLIFFrozenTraits, PLIFTraits, SigSoftmaxTraits
+from audit.model.heads.traits import GSSTraits, PLIFFrozenTraits, PLIFTraits, SigSoftmaxTraits
 
 
 class SigSoftmax(SigSoftmaxTraits, Head):

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from audit.model.heads.base import Head
 from audit.model.mixtures import locked_dropout, mixture_log_probs, mixture_target_log_probs, sigmoid_tree
-from audit.model.traits.heads import MixtapeTraits, MoCTraits, MoSTraits, MoSUniformTraits
+from audit.model.heads.traits import MixtapeTraits, MoCTraits, MoSTraits, MoSUniformTraits
 
 
 class MoS(MoSTraits, Head):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch.nn.functional as F
 
 from audit.model.heads.base import Head
-from audit.model.traits.heads import SoftmaxMatchedTraits, SoftmaxTraits
+from audit.model.heads.traits import SoftmaxMatchedTraits, SoftmaxTraits
 
 
 class Softmax(SoftmaxTraits, Head):

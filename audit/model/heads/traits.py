@@ -1,7 +1,9 @@
 """Planning traits of the heads: what ``audit.plan.resources`` and ``audit.plan.memory`` read from a head
 class, torch-free, without building a model.
 
-Each built-in head class (``audit.model.heads``) inherits the traits class of its name here, so
+``head_traits(name)`` answers for a registry name from the traits class here, and for an
+import path "pkg.mod:Class" from the class itself (``audit.model.heads.head_class``: its own
+members, ``HeadDefaults`` behind them). Each built-in head class (``audit.model.heads``) inherits the traits class of its name here, so
 ``head_class(name).timing_family`` and ``head_traits(name).timing_family`` are one member; a
 head from outside the project gets ``HeadTraits``'s documented defaults (through
 ``HeadDefaults``) for every trait it does not declare (docs/heads.md, "Planning traits").
@@ -11,6 +13,8 @@ where importing torch costs seconds per call (tests/test_workflow.py).
 
 from __future__ import annotations
 
+from audit.errors import AuditError
+from audit.model.importpath import is_import_path
 from audit.model.options import HEAD_OPTIONS
 
 
@@ -213,3 +217,17 @@ class MixtapeTraits(HeadTraits):
 
 BUILT_IN = (SoftmaxTraits, SigSoftmaxTraits, GSSTraits, PLIFTraits, PLIFFrozenTraits, MoSTraits, MoCTraits,
             MoSUniformTraits, MixtapeTraits, SoftmaxMatchedTraits)
+
+HEAD_TRAITS = {cls.name: cls for cls in BUILT_IN}
+
+
+def head_traits(name: str) -> type:
+    """The class that answers the traits of the head ``name`` (a registry name or an import
+    path; only the latter imports torch, which validating it has already done)."""
+    if is_import_path(name):
+        from audit.model.heads import head_class
+
+        return head_class(name)
+    if name not in HEAD_TRAITS:
+        raise AuditError(f"unknown head {name!r}; known heads: {', '.join(sorted(HEAD_TRAITS))}")
+    return HEAD_TRAITS[name]

@@ -2,8 +2,10 @@
 activation floats), torch-free, read by ``audit.plan.resources`` and ``audit.plan.memory``.
 
 Each trait takes ``sizes``: the run's ``model`` section over the schema's defaults (the keys of
-``ModelConfig``), plus ``experts`` (the head's components). Each built-in body class
-(``audit.model.bodies``) inherits the traits class of its name here; a body from outside the
+``ModelConfig``), plus ``experts`` (the head's components). ``body_traits(name)``
+answers for a registry name from the traits class here, and for an import path from the class
+itself (``audit.model.bodies.body_class``). Each built-in body class (``audit.model.bodies``)
+inherits the traits class of its name here; a body from outside the
 project gets ``BodyTraits``'s stated conservative rule for every trait it does not declare
 (docs/bodies.md, "Planning traits").
 
@@ -19,6 +21,9 @@ project gets ``BodyTraits``'s stated conservative rule for every trait it does n
 from __future__ import annotations
 
 import functools
+
+from audit.errors import AuditError
+from audit.model.importpath import is_import_path
 
 LSTM_FLOATS = 14  # per hidden unit per layer: 4 gates + their grads, c, h, tanh(c), masks (fitted)
 # host memory of the CPU's training step per hidden unit per layer: 6 tensors of 4 gates
@@ -219,3 +224,22 @@ def outside_body_params(sizes: dict, vocab: int) -> int:
 
 
 BUILT_IN = (AWDLSTMTraits, TransformerTraits)
+
+BODY_TRAITS = {cls.name: cls for cls in BUILT_IN}
+
+
+def body_traits(name: str) -> type:
+    """The class that answers the traits of the body ``name`` (a registry name or an import
+    path; only the latter imports torch, which validating it has already done)."""
+    if is_import_path(name):
+        from audit.model.bodies import body_class
+
+        return body_class(name)
+    if name not in BODY_TRAITS:
+        raise AuditError(f"unknown body {name!r}; known bodies: {', '.join(sorted(BODY_TRAITS))}")
+    return BODY_TRAITS[name]
+
+
+def defaulted(cls: type, names: tuple[str, ...], defaults: type) -> list[str]:
+    """The members of ``names`` that ``cls`` takes from ``defaults`` (declares nowhere else)."""
+    return [n for n in names if next(c for c in cls.__mro__ if n in c.__dict__) is defaults]
