@@ -14,14 +14,14 @@ import dataclasses
 import torch
 
 from audit.errors import AuditError
-from audit.model.options import MATCHED_OPTIONS
+from audit.model.heads.traits import SoftmaxMatchedTraits
 
 # Vocabulary sizes of the pinned (checksummed) training files, used when no mirror is at hand;
 # tests/test_params.py recounts them from the mirror.
 PINNED_VOCAB = {"ptb": 10000, "wikitext-2": 33278}
 # softmax_matched must come within this relative gap of its target's count unless its
 # options.tolerance says otherwise (the schema's $defs/softmax_matched_options: 0.5%)
-MATCH_TOLERANCE = MATCHED_OPTIONS["tolerance"]
+MATCH_TOLERANCE = SoftmaxMatchedTraits.defaults["tolerance"]
 
 
 class MatchMissed(AuditError):
@@ -74,7 +74,7 @@ def solve_matched_size(target_params: int, base_cfg, tolerance: float | None = N
         MatchMissed: if no size comes within ``tolerance`` (e.g. the target is below the
             count of d = 1); the message names the closest size and its gap.
     """
-    options = {**MATCHED_OPTIONS, **base_cfg.head_options}
+    options = {**SoftmaxMatchedTraits.defaults, **base_cfg.head_options}
     tolerance = float(options["tolerance"]) if tolerance is None else tolerance
     step = size_step(base_cfg)
     if step == 1:

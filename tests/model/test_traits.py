@@ -16,7 +16,7 @@ from audit.config import check_study, run_settings
 from audit.model.bodies import BODIES
 from audit.model.heads import HEADS, head_class
 from audit.model.bodies.traits import body_traits
-from audit.model.heads.traits import HEAD_TRAITS, HeadTraits, head_traits
+from audit.model.heads.traits import HEAD_OPTIONS, HEAD_TRAITS, HeadTraits, head_traits
 from tests.helpers import write_package
 
 REPO = Path(__file__).resolve().parents[2]
@@ -153,6 +153,8 @@ def test_built_in_classes_answer_through_their_traits_classes():
     assert set(HEADS) == set(HEAD_TRAITS)
     for name, cls in HEADS.items():
         assert issubclass(cls, head_traits(name)) and cls.name == name
+        # the options a built-in accepts are written once, on its traits class (torch-free)
+        assert "defaults" not in vars(cls) and cls.defaults is HEAD_TRAITS[name].defaults is HEAD_OPTIONS[name], name
         assert cls.exact_argmax == cls.order_preserving, name
     for name, cls in BODIES.items():
         assert issubclass(cls, body_traits(name)) and cls.name == name

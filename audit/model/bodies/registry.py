@@ -37,11 +37,12 @@ from audit.errors import AuditError
 from audit.model.bodies.awd_lstm import AWDLSTMBody
 from audit.model.bodies.transformer import TransformerBody
 from audit.model.importpath import check_body_class, is_import_path, load_class
-from audit.model.options import BODY_NAMES
-from audit.model.bodies.traits import BodyTraits
+from audit.model.bodies.traits import BODY_TRAITS, BodyTraits
 
 BODIES: dict[str, type[nn.Module]] = {cls.name: cls for cls in (AWDLSTMBody, TransformerBody)}
-assert tuple(BODIES) == BODY_NAMES, "audit.model.options and the body classes disagree"
+# the torch registry and the torch-free one (what config validation and the planners read) agree
+assert BODIES.keys() == BODY_TRAITS.keys() and all(issubclass(BODIES[n], BODY_TRAITS[n]) for n in BODIES), \
+    "audit.model.bodies.traits.BUILT_IN and the body classes disagree"
 
 
 @runtime_checkable

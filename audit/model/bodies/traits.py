@@ -225,7 +225,8 @@ def outside_body_params(sizes: dict, vocab: int) -> int:
 
 BUILT_IN = (AWDLSTMTraits, TransformerTraits)
 
-BODY_TRAITS = {cls.name: cls for cls in BUILT_IN}
+BODY_TRAITS = {cls.name: cls for cls in BUILT_IN}  # the built-in bodies; audit.model.bodies.BODIES agrees
+BODY_NAMES = tuple(BODY_TRAITS)
 
 
 def body_traits(name: str) -> type:

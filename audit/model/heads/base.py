@@ -20,7 +20,6 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from audit.errors import AuditError
-from audit.model.options import HEAD_OPTIONS
 from audit.model.heads.traits import HeadTraits
 
 
@@ -172,18 +171,10 @@ class Head(HeadTraits, nn.Module):
 
     name = "base"
     projects_input = False  # True for heads that map d_in to the embedding size themselves
-    defaults: dict = {}     # the options a head accepts, with their defaults (audit.model.options)
     order_preserving = False  # HeadProtocol: argmax log-P = argmax (W h + b); the exact argmax test
     plain_softmax = False     # HeadProtocol: log-P = log_softmax(W h + b); the hidden-gap control
     # evaluation traits
     argmax_box = None         # HeadProtocol: the box of the output layer's input; None: the body's
-
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        # built-in heads read their options from one table, readable without torch; a subclass
-        # from outside that writes its own ``defaults`` keeps them
-        if cls.name in HEAD_OPTIONS and "defaults" not in cls.__dict__:
-            cls.defaults = HEAD_OPTIONS[cls.name]
 
     def __init__(self, spec: HeadSpec):
         super().__init__()

@@ -16,7 +16,7 @@ from audit.model.heads.elementwise import GSS, PLIF, PLIFFrozen, SigSoftmax
 from audit.model.heads.mixtures import Mixtape, MoC, MoS, MoSUniform
 from audit.model.heads.softmax import Softmax, SoftmaxMatched
 from audit.model.importpath import HEAD_METHODS, check_head_class, is_import_path, load_class
-from audit.model.options import HEAD_OPTIONS
+from audit.model.heads.traits import HEAD_TRAITS
 
 __all__ = ["HEADS", "GSS", "Head", "HeadDefaults", "HeadProtocol", "HeadSpec", "Mixtape", "MoC", "MoS",
            "MoSUniform", "PLIF", "PLIFFrozen", "SigSoftmax", "Softmax", "SoftmaxMatched", "build_head",
@@ -26,7 +26,9 @@ HEADS: dict[str, type[Head]] = {
     cls.name: cls
     for cls in (Softmax, SigSoftmax, GSS, PLIF, PLIFFrozen, MoS, MoC, MoSUniform, Mixtape, SoftmaxMatched)
 }
-assert set(HEADS) == set(HEAD_OPTIONS), "audit.model.options and the head classes disagree"
+# the torch registry and the torch-free one (what config validation and the planners read) agree
+assert HEADS.keys() == HEAD_TRAITS.keys() and all(issubclass(HEADS[n], HEAD_TRAITS[n]) for n in HEADS), \
+    "audit.model.heads.traits.BUILT_IN and the head classes disagree"
 
 
 @functools.cache

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from audit.errors import AuditError
 from audit.model.importpath import is_import_path
-from audit.model.options import HEAD_OPTIONS
+from audit.schema import schema_defaults
 
 
 class SameAs:
@@ -30,7 +30,13 @@ class SameAs:
 
 
 class HeadTraits:
-    """The planning traits every head answers, with the defaults of a head that declares none.
+    """The torch-free facts every head answers, with the defaults of a head that declares none.
+
+    - ``name``: the registry name (``HEAD_TRAITS``, ``audit.model.heads.HEADS``).
+    - ``defaults``: the options the head accepts, with their defaults: the one place a built-in
+      head's options are written (config validation refuses any other option). Default: none.
+
+    Planning traits:
 
     - ``timing_family``: the family of LK Table 2 whose published V100 epoch time the GPU
       runtime scales from (``audit.plan.resources.V100_SECONDS_PER_EPOCH``): softmax, sigsoftmax,
@@ -55,6 +61,7 @@ class HeadTraits:
       PyTorch's meta device (``audit.model.params.count_params``), exact for any head.
     """
 
+    defaults: dict = {}
     timing_family = "mos"
     output_cost = 24.2
     train_vocab_floats = 9
@@ -85,6 +92,7 @@ class HeadTraits:
 # (docs/benchmarks.md: one CPU thread, d = 400, V = 10,000; PLIF at its busy-machine 1.28x).
 class SoftmaxTraits(HeadTraits):
     name = "softmax"
+    defaults = {}
     timing_family = "softmax"
     output_cost = 1.0
     # floats per vocabulary entry, fitted to the simulated device's peaks (audit.plan.memory): a plain
@@ -99,10 +107,14 @@ class SoftmaxTraits(HeadTraits):
 
 class SoftmaxMatchedTraits(SoftmaxTraits):
     name = "softmax_matched"
+    # the arm whose parameter count to match (``options.match``), and how: the schema's
+    # $defs/softmax_matched_options, where their defaults live
+    defaults = {"match": None, **schema_defaults("softmax_matched_options", unfilled=True)}
 
 
 class SigSoftmaxTraits(SoftmaxTraits):
     name = "sigsoftmax"
+    defaults = {}
     timing_family = "sigsoftmax"
     output_cost = 1.075
     train_vocab_floats = 9  # a transformed log-softmax keeps its element-wise intermediates
@@ -110,19 +122,21 @@ class SigSoftmaxTraits(SoftmaxTraits):
 
 class GSSTraits(SigSoftmaxTraits):
     name = "gss"
+    defaults = {"c": 0.0, "k": 2.0}
     timing_family = "gss"
     output_cost = 1.095
 
 
 class PLIFTraits(SigSoftmaxTraits):
     name = "plif"
+    defaults = {"knots": 100_000, "bound": 20.0, "w_scale": 1.0, "lr": 0.02, "seed": None}  # plif_frozen's too
     timing_family = "plif"
     output_cost = 1.28
     trainable = True  # the slopes train (the frozen control's do not, and are not counted)
 
     @classmethod
     def param_count(cls, d_in, emb, vocab, options, decoder_bias):
-        knots = int({**HEAD_OPTIONS[cls.name], **options}["knots"]) if cls.trainable else 0
+        knots = int({**cls.defaults, **options}["knots"]) if cls.trainable else 0
         return super().param_count(d_in, emb, vocab, options, decoder_bias) + knots
 
 
@@ -134,6 +148,7 @@ class PLIFFrozenTraits(PLIFTraits):
 
 class MoSTraits(HeadTraits):
     name = "mos"
+    defaults = {"experts": 15, "dropoutl": 0.29}  # mos_uniform's and moc's too
     timing_family = "mos"
     output_cost = 24.2  # K = 15 softmaxes
     # per component: the loss forms the mixture at the targets alone, so no (T, B, V) mixture
@@ -146,7 +161,7 @@ class MoSTraits(HeadTraits):
 
     @classmethod
     def components(cls, options):
-        return int({**HEAD_OPTIONS[cls.name], **options}["experts"])
+        return int({**cls.defaults, **options}["experts"])
 
     @classmethod
     def cost(cls, experts):
@@ -160,7 +175,7 @@ class MoSTraits(HeadTraits):
 
     @classmethod
     def param_count(cls, d_in, emb, vocab, options, decoder_bias):
-        k = int({**HEAD_OPTIONS[cls.name], **options}["experts"])
+        k = int({**cls.defaults, **options}["experts"])
         latent = d_in * k * emb + k * emb       # Linear(d_in -> K d), with bias
         prior = d_in * k if cls.uses_prior else 0  # Linear(d_in -> K), no bias
         return latent + prior + (vocab if decoder_bias else 0)
@@ -198,6 +213,8 @@ class MixtapeTraits(HeadTraits):
     the witness search counts it as K = 4 decoders (errs long)."""
 
     name = "mixtape"
+    defaults = {"experts": 4, "gate_embedding_size": 160, "frequent_token_fraction": 0.1,
+                "dropoutc": 0.0, "dropoutg": 0.0, "noise_std": 0.0}
     timing_family = "mos"
     output_cost = 1.745
     exact_argmax = False
@@ -208,7 +225,7 @@ class MixtapeTraits(HeadTraits):
 
     @classmethod
     def param_count(cls, d_in, emb, vocab, options, decoder_bias):
-        o = {**HEAD_OPTIONS[cls.name], **options}
+        o = {**cls.defaults, **options}
         gates, frequent = int(o["gate_embedding_size"]), int(float(o["frequent_token_fraction"]) * vocab)
         context = d_in * 4 * emb + 4 * emb             # H_k, b_k
         gate = d_in * 3 * gates + 3 * gates + d_in * 3  # U_j, c_j; u_j (no bias)
@@ -218,7 +235,9 @@ class MixtapeTraits(HeadTraits):
 BUILT_IN = (SoftmaxTraits, SigSoftmaxTraits, GSSTraits, PLIFTraits, PLIFFrozenTraits, MoSTraits, MoCTraits,
             MoSUniformTraits, MixtapeTraits, SoftmaxMatchedTraits)
 
-HEAD_TRAITS = {cls.name: cls for cls in BUILT_IN}
+HEAD_TRAITS = {cls.name: cls for cls in BUILT_IN}  # the built-in heads; audit.model.heads.HEADS agrees
+# each built-in head's options with their defaults (config validation reads them without torch)
+HEAD_OPTIONS = {name: cls.defaults for name, cls in HEAD_TRAITS.items()}
 
 
 def head_traits(name: str) -> type:
