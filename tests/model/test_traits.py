@@ -47,7 +47,6 @@ COPIES = textwrap.dedent('''
         timing_family = "mos"
         output_cost = 24.2
         train_vocab_floats = 3.3
-        exact_argmax = False
 
         @classmethod
         def components(cls, options):
@@ -66,7 +65,7 @@ COPIES = textwrap.dedent('''
         built_in = Softmax
         defaults = {}
         projects_input = False
-        order_preserving = True   # exact_argmax follows it
+        order_preserving = True   # the exact argmax test, timed as such
         timing_family = "softmax"
         output_cost = 1.0
         train_vocab_floats = 3
@@ -84,7 +83,7 @@ COPIES = textwrap.dedent('''
         timing_family = "mos"
         output_cost = 24.2
         train_vocab_floats = 9
-        exact_argmax = False
+        order_preserving = False
 
 
     class LSTMBare(nn.Module):
@@ -148,14 +147,17 @@ def test_the_traits_modules_import_no_torch():
 
 def test_built_in_classes_answer_through_their_traits_classes():
     """One member, two ways to read it: the torch class inherits the torch-free traits class of
-    its name, and the exact argmax the planner times is the one the evaluator runs
-    (``order_preserving``, audit/evaluate/debate.py)."""
+    its name, and the exact argmax the planner times is the one the evaluator runs: both read
+    ``order_preserving`` (audit/plan/resources.py, audit/evaluate/debate.py), declared torch-free
+    with ``plain_softmax`` on the traits class."""
     assert set(HEADS) == set(HEAD_TRAITS)
     for name, cls in HEADS.items():
         assert issubclass(cls, head_traits(name)) and cls.name == name
         # the options a built-in accepts are written once, on its traits class (torch-free)
         assert "defaults" not in vars(cls) and cls.defaults is HEAD_TRAITS[name].defaults is HEAD_OPTIONS[name], name
-        assert cls.exact_argmax == cls.order_preserving, name
+        for member in ("order_preserving", "plain_softmax"):
+            assert member not in vars(cls) and getattr(cls, member) is getattr(HEAD_TRAITS[name], member), (name, member)
+    assert not hasattr(HeadTraits, "exact_argmax")  # one trait, not two that could disagree
     for name, cls in BODIES.items():
         assert issubclass(cls, body_traits(name)) and cls.name == name
 
@@ -206,7 +208,7 @@ def test_an_outside_head_that_declares_nothing_gets_the_documented_defaults(copi
     stated = {**bare, "head": f"{copies}:SoftmaxDocumentedDefaults"}
     assert plan(bare) == plan(stated)
     cls = head_class(bare["head"])
-    assert (cls.timing_family, cls.output_cost, cls.train_vocab_floats, cls.exact_argmax) == \
+    assert (cls.timing_family, cls.output_cost, cls.train_vocab_floats, cls.order_preserving) == \
         (HeadTraits.timing_family, HeadTraits.output_cost, HeadTraits.train_vocab_floats, False) == ("mos", 24.2, 9, False)
     softmax = paper_settings("softmax", "cuda")
     t, vocab = softmax["train"], 10_000

@@ -90,7 +90,7 @@ class HeadProtocol(Protocol):
 
     Planning traits (``audit.model.heads.traits.HeadTraits``, class-level, read by
     ``audit.plan.resources`` and ``audit.plan.memory`` without building the head): ``timing_family``,
-    ``output_cost``, ``train_vocab_floats``, ``exact_argmax`` and the classmethods
+    ``output_cost``, ``train_vocab_floats`` and the classmethods
     ``components``, ``cost``, ``vocab_floats``, ``search_decoders`` and ``param_count``; the
     defaults err long (docs/heads.md, "Planning traits").
     """
@@ -105,7 +105,7 @@ OPTIONAL_MEMBERS = ("defaults", "projects_input", "order_preserving", "plain_sof
                     # evaluation traits
                     "argmax_box",
                     # planning traits
-                    "timing_family", "output_cost", "train_vocab_floats", "exact_argmax", "components", "cost",
+                    "timing_family", "output_cost", "train_vocab_floats", "components", "cost",
                     "vocab_floats", "search_decoders", "param_count")
 
 
@@ -134,10 +134,7 @@ class HeadDefaults(HeadTraits):
     name = "head"
     defaults: dict | None = None
     projects_input = True  # an outside head sizes its own input
-    # traits an outside head must declare to be measured as one of the softmax family: the
-    # project never infers them from the head's name or from members it happens to have
-    order_preserving = False
-    plain_softmax = False
+    # order_preserving and plain_softmax: HeadTraits's False, unless the class declares them
     # evaluation traits
     argmax_box = None   # the output layer reads the body's output: the body's output_box
 
@@ -171,8 +168,6 @@ class Head(HeadTraits, nn.Module):
 
     name = "base"
     projects_input = False  # True for heads that map d_in to the embedding size themselves
-    order_preserving = False  # HeadProtocol: argmax log-P = argmax (W h + b); the exact argmax test
-    plain_softmax = False     # HeadProtocol: log-P = log_softmax(W h + b); the hidden-gap control
     # evaluation traits
     argmax_box = None         # HeadProtocol: the box of the output layer's input; None: the body's
 

@@ -23,8 +23,6 @@ class SigSoftmax(SigSoftmaxTraits, Head):
     up to the normaliser and is stable for any logit (the reference code exponentiated naively).
     """
 
-    order_preserving = True   # one increasing map for every word: argmax log-P = argmax l
-
     def from_logits(self, logits):
         return gss_log_softmax(logits, 0.0, 2.0)
 
@@ -40,8 +38,6 @@ class GSS(GSSTraits, Head):
     Computed as x + (k - 1) log sigmoid(x - c) in one fused function (``audit.model.gss``), which
     never overflows (the reference computed log(exp(x - c) + 1)).
     """
-
-    order_preserving = True   # one increasing map for every word: argmax log-P = argmax l
 
     def __init__(self, spec):
         super().__init__(spec)
@@ -72,8 +68,6 @@ class PLIF(PLIFTraits, Head):
     after the ASGD switch), seed (of the init draw; default torch.initial_seed(), i.e. the run
     seed once the trainer has called torch.manual_seed).
     """
-
-    order_preserving = True   # f increasing and shared by all words (the frozen control inherits it)
 
     def __init__(self, spec):
         super().__init__(spec)

@@ -72,7 +72,6 @@ class MoC(MoCTraits, MoS):
     """Mixture of contexts: the K latent contexts averaged with pi, then one softmax.
     Same parameters as MoS; the log-P rank stays <= d + 2."""
 
-    order_preserving = True   # one softmax over W xbar + b: argmax log-P = argmax (W xbar + b)
     # evaluation traits
     argmax_box = 1.0          # xbar, a convex combination of tanh contexts, lies in [-1, 1]^d on any body
 

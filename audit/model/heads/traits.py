@@ -18,23 +18,21 @@ from audit.model.importpath import is_import_path
 from audit.schema import schema_defaults
 
 
-class SameAs:
-    """A class-level member that reads another member of the same class until a class sets it:
-    ``exact_argmax`` reads ``order_preserving`` unless declared."""
-
-    def __init__(self, other: str):
-        self.other = other
-
-    def __get__(self, instance, owner):
-        return getattr(owner, self.other)
-
-
 class HeadTraits:
     """The torch-free facts every head answers, with the defaults of a head that declares none.
 
     - ``name``: the registry name (``HEAD_TRAITS``, ``audit.model.heads.HEADS``).
     - ``defaults``: the options the head accepts, with their defaults: the one place a built-in
       head's options are written (config validation refuses any other option). Default: none.
+    - ``order_preserving``: True when log-P is one increasing function of the logits
+      l = W x + b of ``output_layer()``, the same for every token: argmax log-P = argmax l, so
+      the argmax test runs its exact tiers (cheap tiers and LPs; ``audit.evaluate.debate``) and
+      the planner times those rather than the witness search. Default False.
+    - ``plain_softmax``: True when log-P is log_softmax(W h + b) of ``output_layer()``, no map in
+      between: the hidden-gap control applies (``audit.evaluate.hidden_gap``). Default False.
+
+    An outside head must declare these two to be measured as one of the softmax family: the
+    project never infers them from its name or from members it happens to have.
 
     Planning traits:
 
@@ -48,8 +46,6 @@ class HeadTraits:
     - ``train_vocab_floats``: floats one training token holds per vocabulary entry in the head
       (logits, log-probs, their gradients and the map's intermediates; ``audit.plan.memory``).
       Default 9, a transformed log-softmax's (the larger single-component figure).
-    - ``exact_argmax``: whether the argmax test runs its exact tiers (cheap tiers and LPs) rather
-      than the witness search: the head's ``order_preserving`` unless declared.
     - ``components(options)``: vocabulary-sized softmax rows per token (MoS's K); default 1.
     - ``cost(experts)``: ``output_cost`` for a model of ``experts`` components; default
       ``output_cost``.
@@ -62,10 +58,11 @@ class HeadTraits:
     """
 
     defaults: dict = {}
+    order_preserving = False
+    plain_softmax = False
     timing_family = "mos"
     output_cost = 24.2
     train_vocab_floats = 9
-    exact_argmax = SameAs("order_preserving")
 
     @classmethod
     def components(cls, options: dict) -> int:
@@ -93,12 +90,13 @@ class HeadTraits:
 class SoftmaxTraits(HeadTraits):
     name = "softmax"
     defaults = {}
+    order_preserving = True
+    plain_softmax = True  # softmax_matched inherits both: only its sizes differ
     timing_family = "softmax"
     output_cost = 1.0
     # floats per vocabulary entry, fitted to the simulated device's peaks (audit.plan.memory): a plain
     # log-softmax keeps 3 (logits, log-probs, a gradient)
     train_vocab_floats = 3
-    exact_argmax = True
 
     @classmethod
     def param_count(cls, d_in, emb, vocab, options, decoder_bias):
@@ -115,6 +113,10 @@ class SoftmaxMatchedTraits(SoftmaxTraits):
 class SigSoftmaxTraits(SoftmaxTraits):
     name = "sigsoftmax"
     defaults = {}
+    # one increasing map for every word: argmax log-P = argmax l (GSS and PLIF inherit it; PLIF's
+    # f is increasing and shared by all words, its frozen control's too)
+    order_preserving = True
+    plain_softmax = False  # a map sits between the logits and the softmax
     timing_family = "sigsoftmax"
     output_cost = 1.075
     train_vocab_floats = 9  # a transformed log-softmax keeps its element-wise intermediates
@@ -156,7 +158,6 @@ class MoSTraits(HeadTraits):
     # tensor), a real H200 3.3 (paper-ptb's MoS, K = 15, fp32: 3.21 GB where 2 planned 2.21;
     # docs/gpu/NVIDIA-H200-2026-11-26.json): the GPU's figure, the larger, is the plan
     train_vocab_floats = 3.3
-    exact_argmax = False
     uses_prior = True  # mos_uniform has no prior layer
 
     @classmethod
@@ -193,7 +194,7 @@ class MoCTraits(MoSTraits):
     name = "moc"
     output_cost = 1.69
     train_vocab_floats = 3  # one plain log-softmax over the mixed context
-    exact_argmax = True       # one softmax over W xbar + b
+    order_preserving = True   # one softmax over W xbar + b: argmax log-P = argmax (W xbar + b)
 
     @classmethod
     def components(cls, options):
@@ -217,7 +218,6 @@ class MixtapeTraits(HeadTraits):
                 "dropoutc": 0.0, "dropoutg": 0.0, "noise_std": 0.0}
     timing_family = "mos"
     output_cost = 1.745
-    exact_argmax = False
 
     @classmethod
     def search_decoders(cls, options):
