@@ -13,7 +13,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from audit.model.heads.base import Head
-from audit.model.mixtures import locked_dropout, mixture_log_probs, mixture_target_log_probs, sigmoid_tree
+from audit.model.kernels.dropout import locked_dropout
+from audit.model.kernels.mixtures import mixture_log_probs, mixture_target_log_probs, sigmoid_tree
 from audit.model.heads.traits import MixtapeTraits, MoCTraits, MoSTraits, MoSUniformTraits
 
 
