@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 
 from audit.errors import AuditError
-from audit.model.awd_lstm import LanguageModel, detach_hidden
+from audit.model.language_model import LanguageModel, detach_hidden
 from audit.model.bodies import build_body
 from audit.model.importpath import is_import_path
 from audit.model.params import MatchMissed, entry_model_config, vocab_size

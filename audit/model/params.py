@@ -4,7 +4,7 @@
 training, at the vocabulary the study's runs train on (``data.vocab_size``: K, else the corpus's
 own); ``python -m audit params`` (``audit.plan.params``) prints them. Counts are exact: the model is built on PyTorch's ``meta`` device (shapes only, no
 memory, about a millisecond) and its trainable parameters are summed as in
-``audit.model.count_parameters`` (the tied embedding once, frozen PLIF slopes not at all).
+``audit.model.language_model.count_parameters`` (the tied embedding once, frozen PLIF slopes not at all).
 """
 
 from __future__ import annotations
@@ -32,12 +32,12 @@ def count_params(cfg) -> int:
     """Trainable parameters of ``LanguageModel(cfg)``, built on the meta device.
 
     Args:
-        cfg: an ``audit.model.ModelConfig``.
+        cfg: an ``audit.model.language_model.ModelConfig``.
 
     Returns:
         The number of trainable scalars.
     """
-    from audit.model.awd_lstm import LanguageModel, count_parameters
+    from audit.model.language_model import LanguageModel, count_parameters
 
     with torch.device("meta"):
         model = LanguageModel(cfg)
@@ -184,7 +184,7 @@ def entry_model_config(study: dict, entry: dict, vocab: int):
         entry: one element of ``study["heads"]``.
         vocab: vocabulary size V.
     """
-    from audit.model.awd_lstm import ModelConfig
+    from audit.model.language_model import ModelConfig
 
     head = entry.get("head", entry["name"])
     sizes = {**study.get("model", {}), **entry.get("model", {})}

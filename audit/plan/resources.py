@@ -176,7 +176,7 @@ def _meta_count(head: str, options: str, sizes: str, vocab: int) -> int:
     validating the study has already imported)."""
     import dataclasses
 
-    from audit.model.awd_lstm import ModelConfig
+    from audit.model.language_model import ModelConfig
     from audit.model.params import count_params
 
     fields = {f.name for f in dataclasses.fields(ModelConfig)}

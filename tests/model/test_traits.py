@@ -170,7 +170,7 @@ def test_planned_parameters_are_the_built_models(head, body, decoder_bias):
     of numel over a model built on the CPU, for every built-in head on both bodies."""
     import torch
 
-    from audit.model.awd_lstm import LanguageModel, ModelConfig
+    from audit.model.language_model import LanguageModel, ModelConfig
     from audit.model.params import count_params
 
     options = {"plif": {"knots": 7}, "plif_frozen": {"knots": 7}, "mos": {"experts": 3}, "moc": {"experts": 3},

@@ -206,7 +206,7 @@ class TransformerTraits(BodyTraits):
 def _model_count(body: str, items: tuple, vocab: int) -> int:
     import dataclasses
 
-    from audit.model.awd_lstm import ModelConfig
+    from audit.model.language_model import ModelConfig
     from audit.model.params import count_params
 
     fields = {f.name for f in dataclasses.fields(ModelConfig)}
