@@ -14,7 +14,8 @@ import dataclasses
 import torch
 
 from audit.errors import AuditError
-from audit.model.heads.traits import SoftmaxMatchedTraits
+from audit.model.bodies.traits import body_traits
+from audit.model.heads.traits import SoftmaxMatchedTraits, head_traits
 
 # Vocabulary sizes of the pinned (checksummed) training files, used when no mirror is at hand;
 # tests/test_params.py recounts them from the mirror.
@@ -106,17 +107,15 @@ def _close_with(base_cfg, target: int, field: str, step: int):
 
 
 def _hidden_grows(cfg) -> bool:
-    """Whether the count grows strictly with the hidden size: the built-in AWD-LSTM with an
-    inner layer (one layer maps d -> d' with no H; an outside body promises nothing)."""
-    return cfg.body == "awd_lstm" and cfg.n_layers >= 2
+    """Whether the count grows strictly with the hidden size, as the body declares (the
+    AWD-LSTM with an inner layer; an outside body promises nothing)."""
+    return bool(body_traits(cfg.body).hidden_grows(cfg.to_dict()))
 
 
 def size_step(cfg) -> int:
-    """The grain of the embedding size: 1, or the Transformer's head count (twice it for rotary
-    positions, whose head size must be even)."""
-    if cfg.body != "transformer":
-        return 1
-    return cfg.n_heads * (2 if cfg.positions == "rotary" else 1)
+    """The grain of the embedding size, as the body declares: 1, or the Transformer's head count
+    (twice it for rotary positions, whose head size must be even)."""
+    return int(body_traits(cfg.body).size_step(cfg.to_dict()))
 
 
 def _nearest(target: int, sized, below: bool = False):
@@ -193,12 +192,12 @@ def entry_model_config(study: dict, entry: dict, vocab: int):
     if unknown:
         raise AuditError(f"head {entry['name']!r}: unknown model setting {unknown[0]!r}")
     cfg = ModelConfig(vocab_size=vocab, head=head, head_options=dict(entry.get("options", {})), **sizes)
-    if head == "softmax_matched":
+    if head_traits(head).matches_capacity:
         target_name = cfg.head_options.get("match")
         targets = [e for e in study["heads"] if e["name"] == target_name and e is not entry]
         if not targets:
             raise AuditError(f"head {entry['name']!r}: options.match must name another head, got {target_name!r}")
-        if targets[0].get("head", targets[0]["name"]) == "softmax_matched":
+        if head_traits(targets[0].get("head", targets[0]["name"])).matches_capacity:
             raise AuditError(f"head {entry['name']!r}: cannot match another softmax_matched arm")
         cfg = solve_matched_size(count_params(entry_model_config(study, targets[0], vocab)), cfg)
     return cfg

@@ -162,6 +162,29 @@ def test_built_in_classes_answer_through_their_traits_classes():
         assert issubclass(cls, body_traits(name)) and cls.name == name
 
 
+def test_the_bodies_state_how_the_matched_softmax_may_grow():
+    """size_step and hidden_grows, which audit/model/params.py used to decide by the body's name:
+    the Transformer's d in steps of its head count (twice it for rotary positions), the
+    AWD-LSTM's H grows the count when it has an inner layer, an outside body promises nothing."""
+    from audit.model.bodies.registry import BodyDefaults
+    from audit.model.params import size_step
+    from audit.model.language_model import ModelConfig
+
+    transformer, lstm = body_traits("transformer"), body_traits("awd_lstm")
+    assert transformer.size_step({"n_heads": 4, "positions": "learned"}) == 4
+    assert transformer.size_step({"n_heads": 4, "positions": "rotary"}) == 8
+    assert lstm.size_step({"n_layers": 3}) == BodyDefaults.size_step({}) == 1
+    assert [lstm.hidden_grows({"n_layers": n}) for n in (1, 2, 3)] == [False, True, True]
+    assert not transformer.hidden_grows({"n_layers": 4}) and not BodyDefaults.hidden_grows({})
+    cfg = ModelConfig(vocab_size=10, body="transformer", n_heads=3, positions="rotary")
+    assert size_step(cfg) == 6 and size_step(ModelConfig(vocab_size=10)) == 1
+
+
+def test_only_the_matched_softmax_matches_capacity():
+    assert [n for n, cls in HEAD_TRAITS.items() if cls.matches_capacity] == ["softmax_matched"]
+    assert head_class("softmax_matched").matches_capacity and not HeadTraits.matches_capacity
+
+
 @pytest.mark.parametrize("body", ["awd_lstm", "transformer"])
 @pytest.mark.parametrize("head", sorted(HEADS))
 @pytest.mark.parametrize("decoder_bias", [True, False])

@@ -83,6 +83,11 @@ class BodyTraits:
       memory; default ``train_floats`` with the CPU's choice of attention kernel.
     - ``state_copies(train)``: parameter-sized tensors a training job keeps on the device;
       default weights, gradients, the optimiser's states and the ASGD average.
+    - ``size_step(sizes)``: the grain of the embedding size d when the capacity-matched softmax
+      solves it (``audit.model.params``); default 1.
+    - ``hidden_grows(sizes)``: whether the parameter count grows strictly with ``hidden_size``,
+      so that the matched softmax may close its gap with it; default False (an outside body
+      promises nothing).
     - ``eval_window(sizes, bptt)``: tokens the body reads per evaluated piece; default
       context_size (a window of context, as a Transformer reads).
     """
@@ -114,6 +119,14 @@ class BodyTraits:
     @classmethod
     def eval_window(cls, sizes: dict, bptt: int) -> int:
         return sizes["context_size"]
+
+    @classmethod
+    def size_step(cls, sizes: dict) -> int:
+        return 1
+
+    @classmethod
+    def hidden_grows(cls, sizes: dict) -> bool:
+        return False
 
 
 def math_attention(sizes: dict, device: str) -> bool:
@@ -165,6 +178,10 @@ class AWDLSTMTraits(BodyTraits):
     def eval_window(cls, sizes, bptt):
         return bptt  # the LSTM streams its state: a chunk is bptt tokens
 
+    @classmethod
+    def hidden_grows(cls, sizes):
+        return sizes["n_layers"] >= 2  # one layer maps d -> d' with no H
+
 
 class TransformerTraits(BodyTraits):
     name = "transformer"
@@ -200,6 +217,12 @@ class TransformerTraits(BodyTraits):
         or the MLP's two ff-wide tensors), and on the math path the scores and their softmax."""
         d, ff = sizes["emb_size"], sizes["hidden_size"]
         return 6 * d + 2 * ff + (2 * sizes["n_heads"] * window if math else 0)
+
+    @classmethod
+    def size_step(cls, sizes):
+        """d moves in steps of the head count, twice it for rotary positions (whose head size
+        must be even)."""
+        return sizes["n_heads"] * (2 if sizes["positions"] == "rotary" else 1)
 
 
 @functools.cache

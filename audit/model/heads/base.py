@@ -101,7 +101,7 @@ class HeadProtocol(Protocol):
 # The optional members of ``HeadProtocol`` that are not methods (the methods are
 # ``audit.model.importpath.HEAD_METHODS``, torch-free, checked callable there): a class from
 # outside that lacks any of either gets ``HeadDefaults`` behind it (``audit.model.heads``).
-OPTIONAL_MEMBERS = ("defaults", "projects_input", "order_preserving", "plain_softmax",
+OPTIONAL_MEMBERS = ("defaults", "projects_input", "order_preserving", "plain_softmax", "matches_capacity",
                     # evaluation traits
                     "argmax_box",
                     # planning traits

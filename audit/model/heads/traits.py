@@ -31,8 +31,14 @@ class HeadTraits:
     - ``plain_softmax``: True when log-P is log_softmax(W h + b) of ``output_layer()``, no map in
       between: the hidden-gap control applies (``audit.evaluate.hidden_gap``). Default False.
 
-    An outside head must declare these two to be measured as one of the softmax family: the
-    project never infers them from its name or from members it happens to have.
+    - ``matches_capacity``: True when the arm's model sizes are solved so that its parameter
+      count matches the arm its ``options.match`` names (``audit.model.params``, the config
+      check); its ``defaults`` then hold ``match``, ``tolerance`` and ``adjust_hidden``.
+      Default False.
+
+    An outside head must declare ``order_preserving`` and ``plain_softmax`` to be measured as one
+    of the softmax family: the project never infers them from its name or from members it
+    happens to have.
 
     Planning traits:
 
@@ -60,6 +66,7 @@ class HeadTraits:
     defaults: dict = {}
     order_preserving = False
     plain_softmax = False
+    matches_capacity = False
     timing_family = "mos"
     output_cost = 24.2
     train_vocab_floats = 9
@@ -108,6 +115,7 @@ class SoftmaxMatchedTraits(SoftmaxTraits):
     # the arm whose parameter count to match (``options.match``), and how: the schema's
     # $defs/softmax_matched_options, where their defaults live
     defaults = {"match": None, **schema_defaults("softmax_matched_options", unfilled=True)}
+    matches_capacity = True
 
 
 class SigSoftmaxTraits(SoftmaxTraits):
@@ -238,6 +246,7 @@ BUILT_IN = (SoftmaxTraits, SigSoftmaxTraits, GSSTraits, PLIFTraits, PLIFFrozenTr
 HEAD_TRAITS = {cls.name: cls for cls in BUILT_IN}  # the built-in heads; audit.model.heads.HEADS agrees
 # each built-in head's options with their defaults (config validation reads them without torch)
 HEAD_OPTIONS = {name: cls.defaults for name, cls in HEAD_TRAITS.items()}
+DEFAULT_HEAD = SoftmaxTraits.name  # a ModelConfig's head when none is named
 
 
 def head_traits(name: str) -> type:
