@@ -1,4 +1,4 @@
-"""Output heads: the protocol (``base``), one file per family, and the registry.
+"""The registry of the output heads (torch): one line per built-in head class.
 
 ``HEADS`` maps each built-in name to its class; ``head_class`` also resolves an import path
 "pkg.mod:Class" (a head from outside the project, docs/heads.md) and ``build_head`` builds
@@ -11,16 +11,14 @@ from __future__ import annotations
 import functools
 
 from audit.errors import AuditError
-from audit.model.heads.base import OPTIONAL_MEMBERS, Head, HeadDefaults, HeadProtocol, HeadSpec
+from audit.model.heads.base import OPTIONAL_MEMBERS, Head, HeadDefaults, HeadSpec
 from audit.model.heads.elementwise import GSS, PLIF, PLIFFrozen, SigSoftmax
 from audit.model.heads.mixtures import Mixtape, MoC, MoS, MoSUniform
 from audit.model.heads.softmax import Softmax, SoftmaxMatched
 from audit.model.importpath import HEAD_METHODS, check_head_class, is_import_path, load_class
 from audit.model.heads.traits import HEAD_TRAITS
 
-__all__ = ["HEADS", "GSS", "Head", "HeadDefaults", "HeadProtocol", "HeadSpec", "Mixtape", "MoC", "MoS",
-           "MoSUniform", "PLIF", "PLIFFrozen", "SigSoftmax", "Softmax", "SoftmaxMatched", "build_head",
-           "head_class"]
+__all__ = ["HEADS", "build_head", "head_class"]
 
 HEADS: dict[str, type[Head]] = {
     cls.name: cls
