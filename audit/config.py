@@ -213,7 +213,7 @@ def expand_grids(entries: list[dict], source: str = "config") -> list[dict]:
     Raises:
         AuditError: a grid key that is not an option of the head.
     """
-    from audit.model.options import HEAD_OPTIONS
+    from audit.model.heads.traits import HEAD_OPTIONS
 
     out = []
     for i, entry in enumerate(entries):
@@ -260,7 +260,7 @@ def _check_body_and_training(config: dict, entry: dict, i: int, source: str) -> 
     and the training settings it needs: AdamW without averaging, a Transformer's chunks no longer
     than its context."""
     from audit.model.importpath import check_body_class, is_import_path, load_class
-    from audit.model.options import BODY_NAMES
+    from audit.model.bodies.traits import BODY_NAMES
 
     model = {**config["model"], **entry.get("model", {})}
     train = {**config["train"], **entry.get("train", {})}
@@ -311,7 +311,7 @@ def check_schedule(config: dict, source: str = "config") -> None:
 def _check_semantics(config: dict, schema: dict, source: str) -> None:
     """What a schema cannot say: known head names, unique labels, valid overrides."""
     from audit.model.importpath import is_import_path
-    from audit.model.options import HEAD_OPTIONS
+    from audit.model.heads.traits import HEAD_OPTIONS
 
     names = [entry["name"] for entry in config["heads"]]
     for i, entry in enumerate(config["heads"]):

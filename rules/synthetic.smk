@@ -15,7 +15,7 @@ if config.get("synthetic") is not None:
     try:
         _kept, _skipped = _synthetic.synthetic_heads(config)
         if _skipped:  # another head may not be registered yet: run the others, say which are left out
-            from audit.model.options import HEAD_OPTIONS as _HEADS
+            from audit.model.heads.traits import HEAD_OPTIONS as _HEADS
 
             print(f"warning: synthetic: skipping heads not in the head registry: {', '.join(_skipped)} "
                   f"(known: {', '.join(sorted(_HEADS))})", file=sys.stderr)

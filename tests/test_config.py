@@ -194,7 +194,7 @@ def test_claims_file_claims_get_defaults(tmp_path):
 
 
 def test_model_defaults_live_only_in_the_schema():
-    from audit.model.awd_lstm import ModelConfig
+    from audit.model.language_model import ModelConfig
 
     defaults = schema_defaults("model", unfilled=True)   # with the body's x-default settings
     fields = {f.name: f.default for f in dataclasses.fields(ModelConfig)}

@@ -31,7 +31,7 @@ import torch
 
 from audit.bench import picks
 from audit.errors import AuditError
-from audit.model.options import HEAD_OPTIONS
+from audit.model.heads.traits import HEAD_OPTIONS
 
 DEFAULTS = {"K": 2000, "d": 32, "H": 128, "L": 2, "B": 32, "bptt": 35, "drop": 0.0, "lr": 10.0, "clip": 0.25,
             "E": 8, "T": 150_000, "asgd": "nt", "sw": 200, "head": picks.baseline(), "experts": None, "last": None,

@@ -29,7 +29,7 @@ from audit.config import check_section
 from audit.evaluate import debate, gradient_share, hidden_gap, jacobian, spectrum, topk, wordsim
 from audit.data.corpus import EOS, load as load_corpus
 from audit.errors import AuditError
-from audit.model.awd_lstm import LanguageModel, ModelConfig, perplexity
+from audit.model.language_model import LanguageModel, ModelConfig, perplexity
 from audit.files import atomic_write, atomic_write_text
 from audit.device import resolve_device
 

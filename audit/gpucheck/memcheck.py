@@ -101,7 +101,7 @@ def evaluate_peak(settings: dict, corpus: str, cfg, state: dict) -> tuple[int, i
     from audit.data.corpus import load as load_corpus
     from audit.evaluate import spectrum
     from audit.evaluate.run import stream_rows
-    from audit.model.awd_lstm import LanguageModel
+    from audit.model.language_model import LanguageModel
 
     gc.collect()
     torch.cuda.empty_cache()

@@ -25,8 +25,9 @@ from __future__ import annotations
 import torch
 
 from audit.errors import AuditError
-from audit.model.awd_lstm import LanguageModel, detach_hidden
+from audit.model.language_model import LanguageModel, ModelConfig, detach_hidden
 from audit.model.bodies import build_body
+from audit.model.heads.traits import head_traits
 from audit.model.importpath import is_import_path
 from audit.model.params import MatchMissed, entry_model_config, vocab_size
 
@@ -49,10 +50,10 @@ def check_models(config: dict, source: str) -> None:
         raise AuditError(f"{source}: {err}") from None
     first = vocabs[corpora[0]]
     for i, entry in enumerate(config["heads"]):
-        if entry["head"] != "softmax_matched" and has_outside_part(config, entry):
+        if not _matched(entry) and has_outside_part(config, entry):
             check_arm(entry_model_config(config, entry, first), _keys(entry, i, source))
     for i, entry in enumerate(config["heads"]):
-        if entry["head"] == "softmax_matched":
+        if _matched(entry):
             solved = {corpus: _solve(config, entry, i, source, corpus, vocab) for corpus, vocab in vocabs.items()}
             if has_outside_part(config, entry):
                 check_arm(solved[corpora[0]], _keys(entry, i, source))
@@ -60,8 +61,14 @@ def check_models(config: dict, source: str) -> None:
 
 def has_outside_part(config: dict, entry: dict) -> bool:
     """Whether an arm's head or body is named by an import path."""
-    body = {**config["model"], **entry.get("model", {})}.get("body", "awd_lstm")
+    body = {**config["model"], **entry.get("model", {})}.get("body", ModelConfig.body)
     return is_import_path(entry["head"]) or is_import_path(body)
+
+
+def _matched(entry: dict) -> bool:
+    """Whether an arm's sizes are solved to match another arm's count (the head's
+    ``matches_capacity``, e.g. ``softmax_matched``)."""
+    return bool(head_traits(entry["head"]).matches_capacity)
 
 
 def _keys(entry: dict, i: int, source: str) -> dict:

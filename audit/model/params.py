@@ -4,7 +4,7 @@
 training, at the vocabulary the study's runs train on (``data.vocab_size``: K, else the corpus's
 own); ``python -m audit params`` (``audit.plan.params``) prints them. Counts are exact: the model is built on PyTorch's ``meta`` device (shapes only, no
 memory, about a millisecond) and its trainable parameters are summed as in
-``audit.model.count_parameters`` (the tied embedding once, frozen PLIF slopes not at all).
+``audit.model.language_model.count_parameters`` (the tied embedding once, frozen PLIF slopes not at all).
 """
 
 from __future__ import annotations
@@ -14,14 +14,15 @@ import dataclasses
 import torch
 
 from audit.errors import AuditError
-from audit.model.options import MATCHED_OPTIONS
+from audit.model.bodies.traits import body_traits
+from audit.model.heads.traits import SoftmaxMatchedTraits, head_traits
 
 # Vocabulary sizes of the pinned (checksummed) training files, used when no mirror is at hand;
 # tests/test_params.py recounts them from the mirror.
 PINNED_VOCAB = {"ptb": 10000, "wikitext-2": 33278}
 # softmax_matched must come within this relative gap of its target's count unless its
 # options.tolerance says otherwise (the schema's $defs/softmax_matched_options: 0.5%)
-MATCH_TOLERANCE = MATCHED_OPTIONS["tolerance"]
+MATCH_TOLERANCE = SoftmaxMatchedTraits.defaults["tolerance"]
 
 
 class MatchMissed(AuditError):
@@ -32,12 +33,12 @@ def count_params(cfg) -> int:
     """Trainable parameters of ``LanguageModel(cfg)``, built on the meta device.
 
     Args:
-        cfg: an ``audit.model.ModelConfig``.
+        cfg: an ``audit.model.language_model.ModelConfig``.
 
     Returns:
         The number of trainable scalars.
     """
-    from audit.model.awd_lstm import LanguageModel, count_parameters
+    from audit.model.language_model import LanguageModel, count_parameters
 
     with torch.device("meta"):
         model = LanguageModel(cfg)
@@ -74,7 +75,7 @@ def solve_matched_size(target_params: int, base_cfg, tolerance: float | None = N
         MatchMissed: if no size comes within ``tolerance`` (e.g. the target is below the
             count of d = 1); the message names the closest size and its gap.
     """
-    options = {**MATCHED_OPTIONS, **base_cfg.head_options}
+    options = {**SoftmaxMatchedTraits.defaults, **base_cfg.head_options}
     tolerance = float(options["tolerance"]) if tolerance is None else tolerance
     step = size_step(base_cfg)
     if step == 1:
@@ -106,17 +107,15 @@ def _close_with(base_cfg, target: int, field: str, step: int):
 
 
 def _hidden_grows(cfg) -> bool:
-    """Whether the count grows strictly with the hidden size: the built-in AWD-LSTM with an
-    inner layer (one layer maps d -> d' with no H; an outside body promises nothing)."""
-    return cfg.body == "awd_lstm" and cfg.n_layers >= 2
+    """Whether the count grows strictly with the hidden size, as the body declares (the
+    AWD-LSTM with an inner layer; an outside body promises nothing)."""
+    return bool(body_traits(cfg.body).hidden_grows(cfg.to_dict()))
 
 
 def size_step(cfg) -> int:
-    """The grain of the embedding size: 1, or the Transformer's head count (twice it for rotary
-    positions, whose head size must be even)."""
-    if cfg.body != "transformer":
-        return 1
-    return cfg.n_heads * (2 if cfg.positions == "rotary" else 1)
+    """The grain of the embedding size, as the body declares: 1, or the Transformer's head count
+    (twice it for rotary positions, whose head size must be even)."""
+    return int(body_traits(cfg.body).size_step(cfg.to_dict()))
 
 
 def _nearest(target: int, sized, below: bool = False):
@@ -184,7 +183,7 @@ def entry_model_config(study: dict, entry: dict, vocab: int):
         entry: one element of ``study["heads"]``.
         vocab: vocabulary size V.
     """
-    from audit.model.awd_lstm import ModelConfig
+    from audit.model.language_model import ModelConfig
 
     head = entry.get("head", entry["name"])
     sizes = {**study.get("model", {}), **entry.get("model", {})}
@@ -193,12 +192,12 @@ def entry_model_config(study: dict, entry: dict, vocab: int):
     if unknown:
         raise AuditError(f"head {entry['name']!r}: unknown model setting {unknown[0]!r}")
     cfg = ModelConfig(vocab_size=vocab, head=head, head_options=dict(entry.get("options", {})), **sizes)
-    if head == "softmax_matched":
+    if head_traits(head).matches_capacity:
         target_name = cfg.head_options.get("match")
         targets = [e for e in study["heads"] if e["name"] == target_name and e is not entry]
         if not targets:
             raise AuditError(f"head {entry['name']!r}: options.match must name another head, got {target_name!r}")
-        if targets[0].get("head", targets[0]["name"]) == "softmax_matched":
+        if head_traits(targets[0].get("head", targets[0]["name"])).matches_capacity:
             raise AuditError(f"head {entry['name']!r}: cannot match another softmax_matched arm")
         cfg = solve_matched_size(count_params(entry_model_config(study, targets[0], vocab)), cfg)
     return cfg

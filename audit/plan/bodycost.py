@@ -4,8 +4,8 @@ activation floats, torch-free for the built-in bodies.
 ``audit/plan/resources.py`` (SLURM runtime and host memory) and ``audit/plan/memory.py`` (GPU memory) size
 a run from these; each function takes ``sizes`` (``model_sizes``: the run's ``model`` section
 over the schema's defaults, plus the head's ``experts``) and asks the class of ``model.body``
-(``audit.model.traits.body_traits``) for the trait of that name. The formulas are the bodies'
-own (``audit/model/traits/bodies.py``, inherited by ``audit/model/bodies/``); a body from outside
+(``audit.model.bodies.traits.body_traits``) for the trait of that name. The formulas are the bodies'
+own (``audit/model/bodies/traits.py``, inherited by the body classes beside it); a body from outside
 the project that declares none of them is costed by the stated conservative rule ``OUTSIDE_RULE``
 (``BodyTraits``), which ``note`` returns for the planners to print.
 """
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import functools
 
-from audit.model.traits import body_traits, head_traits
-from audit.model.traits.bodies import COST_TRAITS, OUTSIDE_RULE, BodyTraits, math_attention
+from audit.model.bodies.traits import COST_TRAITS, OUTSIDE_RULE, BodyTraits, body_traits, math_attention
+from audit.model.heads.traits import head_traits
 
 __all__ = ["TRAIN_PASSES", "body_macs", "eval_floats", "math_attention", "model_sizes", "note", "train_floats"]
 
@@ -44,7 +44,7 @@ def body(sizes: dict) -> type:
 def note(sizes: dict) -> str | None:
     """One line for a plan's reader when the body's costs are a rule, not its own formulas: the
     cost traits it takes from ``BodyTraits``."""
-    from audit.model.traits import defaulted
+    from audit.model.bodies.traits import defaulted
 
     ruled = defaulted(body(sizes), COST_TRAITS, BodyTraits)
     if not ruled:

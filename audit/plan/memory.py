@@ -24,21 +24,21 @@ peak live device bytes of one job, checked against the simulated CUDA device's p
 
 A GPU's own overheads (CUDA context, cuDNN/cuBLAS workspaces, the caching allocator's
 fragmentation) are not tensors: ``CONTEXT_BYTES`` per process and the ``margin`` cover them.
-Heads and bodies answer through their planning traits (``audit.model.traits``); a body from
+Heads and bodies answer through their planning traits (``audit.model.heads.traits``, ``audit.model.bodies.traits``); a body from
 outside the project that declares no cost traits is planned by the stated conservative rule
-(``audit.model.traits.bodies.BodyTraits``), and ``plan-memory`` prints a note saying so.
+(``audit.model.bodies.traits.BodyTraits``), and ``plan-memory`` prints a note saying so.
 """
 
 from __future__ import annotations
 
 from audit.plan import bodycost
 from audit.errors import AuditError
-from audit.model.traits import head_traits
+from audit.model.heads.traits import head_traits
 from audit.plan.resources import _dims, n_params, spectrum_shape, tokens, vocab_of
 
 GB = 1e9
 # Floats per vocabulary entry per training token are the head's ``train_vocab_floats``
-# (audit/model/traits/heads.py), fitted to the simulated device's peaks: a plain log-softmax
+# (audit/model/heads/traits.py), fitted to the simulated device's peaks: a plain log-softmax
 # (softmax, MoC) keeps 3, a transformed one 9, MoS 3.3 per component (a real H200's figure).
 # The same H200 measured SigSoftmax at 4.3 of the 9 (paper-wt2: 7.0 GB of 12.6 planned); 9
 # stays until GSS, PLIF and Mixtape are measured too (docs/gpus.md: a plan too large costs

@@ -5,7 +5,7 @@ Torch-free for built-in heads and bodies: rules/train.smk and rules/evaluate.smk
 resource functions (``runtime`` in minutes, ``mem_mb`` in MB) while the DAG is planned, usually
 on a login node. The user does not guess: the figures follow from epochs, tokens per epoch,
 model size, corpus and what the head and body declare (their planning traits,
-``audit.model.traits``: a head's timing family, output cost, components, exact argmax and
+``audit.model.heads.traits``, ``audit.model.bodies.traits``: a head's timing family, output cost, components, order preservation and
 parameters; a body's multiply-adds, activations and parameters), the same members for a head or
 body from outside the project, whose undeclared ones take documented defaults.
 
@@ -25,7 +25,7 @@ Model (every constant below says where it comes from):
   (audit/evaluate/spectrum.py) costs m n^2 + 2 k^3 flops at the rate measured by
   ``python -m audit bench spectrum`` (docs/benchmarks.md); the hidden-size gap repeats the
   forward pass over the spectrum's contexts and the spectrum (``evaluate.hidden_gap``), and the
-  argmax test of the heads with an exact one (``exact_argmax``) costs its cheap tiers (V^2 d) plus at most
+  argmax test of the heads with an exact one (``order_preserving``) costs its cheap tiers (V^2 d) plus at most
   ``evaluate.argmax.lp_budget`` LPs, that of the others (the witness search) at most
   ``evaluate.argmax.search_tokens`` tokens x (``search_steps`` + the starts) forward and
   backward passes of the head (``python -m audit bench argmax``).
@@ -48,7 +48,7 @@ import yaml
 
 from audit.plan import bodycost
 from audit.errors import AuditError
-from audit.model.traits import head_traits
+from audit.model.heads.traits import head_traits
 
 # Tokens per split (with <eos>) and vocabulary of the pinned files; tests/plan/test_resources.py
 # recounts them from the data mirror.
@@ -68,7 +68,7 @@ PUBLISHED_MODEL = {(corpus, family): model for corpus, by_family in _PUBLISHED["
 LK_MODEL = _PUBLISHED["lk_model"]
 # A head's published family (``timing_family``) and its output layer's cost relative to
 # softmax's d' x V product (``output_cost``, ``python -m audit bench heads``) are its planning
-# traits (audit/model/traits/heads.py): heads without a published time take the nearest family.
+# traits (audit/model/heads/traits.py): heads without a published time take the nearest family.
 GPU_SECONDS_PER_STEP_FLOOR = 0.02  # assumed launch-bound floor per batch step (3-layer LSTM, weight drop)
 
 # CPU anchors (tokens/s of training, one epoch): the smoke model (configs/smoke.yaml, 1 thread,
@@ -90,7 +90,7 @@ STARTUP_SECONDS = 120  # imports, corpus load, model build, final save
 # the one-call cost, so the upper figure stays the request's ceiling; the witness, dominated and braid tiers took 8.0 CPU-s at that size and scale as V^2 d
 ARGMAX_LP_SECONDS = 11.0
 ARGMAX_CHEAP_SECONDS = 8.0 / (10_000**2 * 400)
-# the heads with the exact test declare ``exact_argmax`` (audit/evaluate/debate.py: an increasing
+# the heads with the exact test declare ``order_preserving`` (audit/evaluate/debate.py: an increasing
 # map of W x + b, or MoC's one softmax over W xbar + b)
 # the witness search of the other heads (audit/evaluate/argmax_search.py): CPU seconds of one
 # token's ascent step (forward and backward of the head) per multiply-add of the head's forward,
@@ -177,7 +177,7 @@ def _meta_count(head: str, options: str, sizes: str, vocab: int) -> int:
     validating the study has already imported)."""
     import dataclasses
 
-    from audit.model.awd_lstm import ModelConfig
+    from audit.model.language_model import ModelConfig
     from audit.model.params import count_params
 
     fields = {f.name for f in dataclasses.fields(ModelConfig)}
@@ -267,10 +267,10 @@ def evaluate_minutes(settings: dict) -> int:
 
 
 def argmax_seconds(settings: dict) -> float:
-    """CPU seconds of the argmax test at most: a head that declares ``exact_argmax`` gets the
+    """CPU seconds of the argmax test at most: a head that declares ``order_preserving`` gets the
     cheap tiers (V^2 d) and at most ``lp_budget`` LPs, any other the witness search."""
     n = vocab_of(settings)
-    if head_traits(settings["head"]).exact_argmax:
+    if head_traits(settings["head"]).order_preserving:
         return ARGMAX_CHEAP_SECONDS * n * n * _dims(settings)["emb_size"] \
             + ARGMAX_LP_SECONDS * settings["evaluate"]["argmax"]["lp_budget"]
     return argmax_search_seconds(settings, n)

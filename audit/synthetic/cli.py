@@ -33,7 +33,7 @@ def main(argv: list[str]) -> int:
             settings = json.loads(args.settings)
         except ValueError as err:
             raise AuditError(f"synthetic fit: --settings is not valid JSON ({err.msg})") from None
-        from audit.model.options import HEAD_OPTIONS as HEADS
+        from audit.model.heads.traits import HEAD_OPTIONS as HEADS
 
         if settings.get("registry_head") not in HEADS:
             raise AuditError(f"synthetic fit: head {settings.get('registry_head')!r} is not in the head "

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from audit.errors import AuditError
 from audit.evaluate.ranks import rank_keys
-from audit.model.options import HEAD_OPTIONS
+from audit.model.heads.traits import HEAD_OPTIONS
 
 METRICS = ["mode_match", "ce", "entropy", "kl"] + rank_keys()
 TRUE_RANKS = rank_keys("true_")

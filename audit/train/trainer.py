@@ -36,7 +36,7 @@ from audit.data.corpus import load as load_corpus
 from audit.device import SYNC_EVERY, apply_determinism, apply_precision, autocast_dtype, resolve_device
 from audit.errors import AuditError
 from audit.files import atomic_save, atomic_write_text
-from audit.model.awd_lstm import LanguageModel, ModelConfig, count_parameters, detach_hidden, perplexity
+from audit.model.language_model import LanguageModel, ModelConfig, count_parameters, detach_hidden, perplexity
 from audit.model.heads.base import mean_nll
 from audit.train import checkpoint, progress
 from audit.train.schedule import warmup_cosine

@@ -74,7 +74,7 @@ def test_head_log_probs_on_cuda_equal_the_cpu(name):
 
 
 def _train_losses(device, steps=5):
-    from audit.model.awd_lstm import LanguageModel, ModelConfig
+    from audit.model.language_model import LanguageModel, ModelConfig
 
     torch.manual_seed(0)
     # dropout off: CPU and CUDA draw different random masks from the same seed

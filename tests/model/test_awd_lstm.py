@@ -2,7 +2,7 @@
 
 import torch
 
-from audit.model.awd_lstm import LanguageModel, ModelConfig
+from audit.model.language_model import LanguageModel, ModelConfig
 
 
 def _model(**overrides):

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from audit.config import check_study
-from audit.model.awd_lstm import LanguageModel, ModelConfig, count_parameters
+from audit.model.language_model import LanguageModel, ModelConfig, count_parameters
 from audit.model.params import head_counts
 from tests.helpers import doc_blocks, doc_example, write_package
 

@@ -1,4 +1,4 @@
-"""Property tests of every output head (audit.model.heads, audit.model.gss, audit.model.plif, audit.model.mixtures).
+"""Property tests of every output head (audit.model.heads, audit.model.kernels).
 
 Invariants checked: log-probabilities normalise in float32 and float64 and stay finite for
 logits of +-1e4; the GSS family reduces to softmax / sigsoftmax and matches its defining
@@ -15,11 +15,12 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from audit.errors import AuditError
-from audit.model.gss import gss_log_softmax
+from audit.model.kernels.gss import gss_log_softmax
 from audit.model.heads import HEADS, HeadSpec, build_head
 from audit.model.heads.base import mean_nll
-from audit.model.mixtures import locked_dropout, mixture_log_probs, mixture_target_log_probs, sigmoid_tree
-from audit.model.plif import W_CENTRE, plif_apply, plif_log_softmax, plif_reference
+from audit.model.kernels.dropout import locked_dropout
+from audit.model.kernels.mixtures import mixture_log_probs, mixture_target_log_probs, sigmoid_tree
+from audit.model.kernels.plif import W_CENTRE, plif_apply, plif_log_softmax, plif_reference
 from audit.evaluate.spectrum import press_rank
 
 V, D, D_IN, T, B = 60, 8, 12, 5, 4

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from audit.errors import AuditError
-from audit.model.awd_lstm import LanguageModel, ModelConfig, count_parameters
+from audit.model.language_model import LanguageModel, ModelConfig, count_parameters
 from audit.model.params import PINNED_VOCAB, count_params, entry_model_config, solve_matched_size
 
 from helpers import lstm_softmax_formula

@@ -1,9 +1,9 @@
-"""PLIF (audit.model.plif) on the simulated CUDA device: no host sync, the CPU's gradients."""
+"""PLIF (audit.model.kernels.plif) on the simulated CUDA device: no host sync, the CPU's gradients."""
 
 import torch
 import torch.nn.functional as F
 
-from audit.model.plif import plif_log_softmax
+from audit.model.kernels.plif import plif_log_softmax
 from support.fake_cuda import simulated_cuda
 
 

@@ -1,8 +1,10 @@
-"""audit/model/traits: the planning traits heads and bodies declare. Built-in classes answer
-through the torch-free traits classes they inherit; the planner's parameter count is the built
+"""audit/model/heads/traits.py, audit/model/bodies/traits.py: the planning traits heads and bodies
+declare, importable without torch. Built-in classes answer through the torch-free traits classes they inherit; the planner's parameter count is the built
 model's; an outside head or body that declares a built-in's traits is planned exactly as that
 built-in, and one that declares none gets the documented defaults."""
 
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -13,8 +15,8 @@ from audit.plan import bodycost, memory, resources
 from audit.config import check_study, run_settings
 from audit.model.bodies import BODIES
 from audit.model.heads import HEADS, head_class
-from audit.model.traits import HEAD_TRAITS, body_traits, head_traits
-from audit.model.traits.heads import HeadTraits
+from audit.model.bodies.traits import body_traits
+from audit.model.heads.traits import HEAD_OPTIONS, HEAD_TRAITS, HeadTraits, head_traits
 from tests.helpers import write_package
 
 REPO = Path(__file__).resolve().parents[2]
@@ -26,7 +28,7 @@ COPIES = textwrap.dedent('''
 
     from audit.model.bodies import AWDLSTMBody
     from audit.model.heads import MoS, Softmax
-    from audit.model.traits.bodies import AWDLSTMTraits
+    from audit.model.bodies.traits import AWDLSTMTraits
 
 
     class Wrapper(nn.Module):
@@ -45,7 +47,6 @@ COPIES = textwrap.dedent('''
         timing_family = "mos"
         output_cost = 24.2
         train_vocab_floats = 3.3
-        exact_argmax = False
 
         @classmethod
         def components(cls, options):
@@ -64,7 +65,7 @@ COPIES = textwrap.dedent('''
         built_in = Softmax
         defaults = {}
         projects_input = False
-        order_preserving = True   # exact_argmax follows it
+        order_preserving = True   # the exact argmax test, timed as such
         timing_family = "softmax"
         output_cost = 1.0
         train_vocab_floats = 3
@@ -82,7 +83,7 @@ COPIES = textwrap.dedent('''
         timing_family = "mos"
         output_cost = 24.2
         train_vocab_floats = 9
-        exact_argmax = False
+        order_preserving = False
 
 
     class LSTMBare(nn.Module):
@@ -136,16 +137,52 @@ def plan(s: dict) -> dict:
             "train_bytes": memory.train_bytes(s), "evaluate_bytes": memory.evaluate_bytes(s)}
 
 
+def test_the_traits_modules_import_no_torch():
+    """The planner and config validation read them while Snakemake parses the workflow; the
+    packages they live in load their torch parts lazily (``__getattr__``)."""
+    code = ("import sys, audit.model.heads.traits, audit.model.bodies.traits; "
+            "assert 'torch' not in sys.modules, 'torch imported'")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
+
+
 def test_built_in_classes_answer_through_their_traits_classes():
     """One member, two ways to read it: the torch class inherits the torch-free traits class of
-    its name, and the exact argmax the planner times is the one the evaluator runs
-    (``order_preserving``, audit/evaluate/debate.py)."""
+    its name, and the exact argmax the planner times is the one the evaluator runs: both read
+    ``order_preserving`` (audit/plan/resources.py, audit/evaluate/debate.py), declared torch-free
+    with ``plain_softmax`` on the traits class."""
     assert set(HEADS) == set(HEAD_TRAITS)
     for name, cls in HEADS.items():
         assert issubclass(cls, head_traits(name)) and cls.name == name
-        assert cls.exact_argmax == cls.order_preserving, name
+        # the options a built-in accepts are written once, on its traits class (torch-free)
+        assert "defaults" not in vars(cls) and cls.defaults is HEAD_TRAITS[name].defaults is HEAD_OPTIONS[name], name
+        for member in ("order_preserving", "plain_softmax"):
+            assert member not in vars(cls) and getattr(cls, member) is getattr(HEAD_TRAITS[name], member), (name, member)
+    assert not hasattr(HeadTraits, "exact_argmax")  # one trait, not two that could disagree
     for name, cls in BODIES.items():
         assert issubclass(cls, body_traits(name)) and cls.name == name
+
+
+def test_the_bodies_state_how_the_matched_softmax_may_grow():
+    """size_step and hidden_grows, which audit/model/params.py used to decide by the body's name:
+    the Transformer's d in steps of its head count (twice it for rotary positions), the
+    AWD-LSTM's H grows the count when it has an inner layer, an outside body promises nothing."""
+    from audit.model.bodies.registry import BodyDefaults
+    from audit.model.params import size_step
+    from audit.model.language_model import ModelConfig
+
+    transformer, lstm = body_traits("transformer"), body_traits("awd_lstm")
+    assert transformer.size_step({"n_heads": 4, "positions": "learned"}) == 4
+    assert transformer.size_step({"n_heads": 4, "positions": "rotary"}) == 8
+    assert lstm.size_step({"n_layers": 3}) == BodyDefaults.size_step({}) == 1
+    assert [lstm.hidden_grows({"n_layers": n}) for n in (1, 2, 3)] == [False, True, True]
+    assert not transformer.hidden_grows({"n_layers": 4}) and not BodyDefaults.hidden_grows({})
+    cfg = ModelConfig(vocab_size=10, body="transformer", n_heads=3, positions="rotary")
+    assert size_step(cfg) == 6 and size_step(ModelConfig(vocab_size=10)) == 1
+
+
+def test_only_the_matched_softmax_matches_capacity():
+    assert [n for n, cls in HEAD_TRAITS.items() if cls.matches_capacity] == ["softmax_matched"]
+    assert head_class("softmax_matched").matches_capacity and not HeadTraits.matches_capacity
 
 
 @pytest.mark.parametrize("body", ["awd_lstm", "transformer"])
@@ -156,7 +193,7 @@ def test_planned_parameters_are_the_built_models(head, body, decoder_bias):
     of numel over a model built on the CPU, for every built-in head on both bodies."""
     import torch
 
-    from audit.model.awd_lstm import LanguageModel, ModelConfig
+    from audit.model.language_model import LanguageModel, ModelConfig
     from audit.model.params import count_params
 
     options = {"plif": {"knots": 7}, "plif_frozen": {"knots": 7}, "mos": {"experts": 3}, "moc": {"experts": 3},
@@ -194,7 +231,7 @@ def test_an_outside_head_that_declares_nothing_gets_the_documented_defaults(copi
     stated = {**bare, "head": f"{copies}:SoftmaxDocumentedDefaults"}
     assert plan(bare) == plan(stated)
     cls = head_class(bare["head"])
-    assert (cls.timing_family, cls.output_cost, cls.train_vocab_floats, cls.exact_argmax) == \
+    assert (cls.timing_family, cls.output_cost, cls.train_vocab_floats, cls.order_preserving) == \
         (HeadTraits.timing_family, HeadTraits.output_cost, HeadTraits.train_vocab_floats, False) == ("mos", 24.2, 9, False)
     softmax = paper_settings("softmax", "cuda")
     t, vocab = softmax["train"], 10_000

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from audit.errors import AuditError
-from audit.model.awd_lstm import LanguageModel, ModelConfig, count_parameters
+from audit.model.language_model import LanguageModel, ModelConfig, count_parameters
 from audit.model.bodies.transformer import rotary_tables, rotate
 
 V, D, FF, L, HEADS, CONTEXT = 40, 16, 24, 2, 4, 12

@@ -81,7 +81,7 @@ def test_transformer_training_flops_are_the_counted_matmuls():
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.utils.flop_counter import FlopCounterMode
 
-    from audit.model.awd_lstm import LanguageModel, ModelConfig
+    from audit.model.language_model import LanguageModel, ModelConfig
 
     V, d, ff, L, heads, T, B = 50, 16, 24, 2, 4, 12, 3
     model = {"body": "transformer", "emb_size": d, "hidden_size": ff, "n_layers": L, "n_heads": heads,

@@ -15,15 +15,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.func import functional_call
 
-from audit.model.traits.bodies import AWDLSTMTraits
-
-
-def locked_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
-    """Dropout with one mask per sequence, shared over time. x: (T, B, n)."""
-    if not training or p == 0:
-        return x
-    mask = x.new_empty(1, x.size(1), x.size(2)).bernoulli_(1 - p) / (1 - p)
-    return x * mask
+from audit.model.bodies.traits import AWDLSTMTraits
+from audit.model.kernels.dropout import locked_dropout
 
 
 def embedding_dropout(embed: nn.Embedding, words: torch.Tensor, p: float, training: bool) -> torch.Tensor:

@@ -30,7 +30,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from audit.errors import AuditError
-from audit.model.traits.bodies import TransformerTraits
+from audit.model.bodies.traits import TransformerTraits
 
 POSITIONS = ("learned", "rotary")
 ROTARY_BASE = 10_000.0  # RoFormer's theta

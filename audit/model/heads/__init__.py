@@ -1,64 +1,34 @@
-"""Output heads: the protocol (``base``), one file per family, and the registry.
+"""Output heads: the protocol (``base``), one file per family, their torch-free traits
+(``traits``) and the registry (``registry``).
 
 ``HEADS`` maps each built-in name to its class; ``head_class`` also resolves an import path
 "pkg.mod:Class" (a head from outside the project, docs/heads.md) and ``build_head`` builds
-either. Every head the rest of the project sees has the members of ``HeadProtocol``:
-``head_class`` fills the optional ones an outside class lacks from ``HeadDefaults``.
+either. The torch parts load on first use (PEP 562 ``__getattr__``), so that
+``audit.model.heads.traits`` (what planning and config validation read) imports without torch:
+Snakemake evaluates every job's resources while it parses the workflow (tests/test_workflow.py).
 """
 
 from __future__ import annotations
 
-import functools
+import importlib
 
-from audit.errors import AuditError
-from audit.model.heads.base import OPTIONAL_MEMBERS, Head, HeadDefaults, HeadProtocol, HeadSpec
-from audit.model.heads.elementwise import GSS, PLIF, PLIFFrozen, SigSoftmax
-from audit.model.heads.mixtures import Mixtape, MoC, MoS, MoSUniform
-from audit.model.heads.softmax import Softmax, SoftmaxMatched
-from audit.model.importpath import HEAD_METHODS, check_head_class, is_import_path, load_class
-from audit.model.options import HEAD_OPTIONS
-
-__all__ = ["HEADS", "GSS", "Head", "HeadDefaults", "HeadProtocol", "HeadSpec", "Mixtape", "MoC", "MoS",
-           "MoSUniform", "PLIF", "PLIFFrozen", "SigSoftmax", "Softmax", "SoftmaxMatched", "build_head",
-           "head_class"]
-
-HEADS: dict[str, type[Head]] = {
-    cls.name: cls
-    for cls in (Softmax, SigSoftmax, GSS, PLIF, PLIFFrozen, MoS, MoC, MoSUniform, Mixtape, SoftmaxMatched)
+# public name -> the submodule that defines it (imported, with torch, on first access)
+_LAZY = {
+    "HEADS": "registry", "build_head": "registry", "head_class": "registry",
+    "Head": "base", "HeadDefaults": "base", "HeadProtocol": "base", "HeadSpec": "base", "OPTIONAL_MEMBERS": "base",
+    "Softmax": "softmax", "SoftmaxMatched": "softmax",
+    "SigSoftmax": "elementwise", "GSS": "elementwise", "PLIF": "elementwise", "PLIFFrozen": "elementwise",
+    "MoS": "mixtures", "MoC": "mixtures", "MoSUniform": "mixtures", "Mixtape": "mixtures",
 }
-assert set(HEADS) == set(HEAD_OPTIONS), "audit.model.options and the head classes disagree"
+
+__all__ = sorted(_LAZY)
 
 
-@functools.cache
-def _outside(path: str) -> type:
-    """The class at ``path``, checked, with ``HeadDefaults`` behind it when it lacks any optional
-    member (one class per path, so repeated builds share it)."""
-    key = f"head {path!r}"
-    cls = load_class(path, key)
-    check_head_class(cls, key)
-    attrs = {"__module__": cls.__module__, "__qualname__": cls.__qualname__, "__doc__": cls.__doc__}
-    if "name" not in cls.__dict__:
-        attrs["name"] = path  # error messages and logs name the head by its path
-    if all(hasattr(cls, m) for m in HEAD_METHODS + OPTIONAL_MEMBERS) and "name" in cls.__dict__:
-        return cls
-    # cls first in the MRO: its own members win, HeadDefaults only fills the gaps
-    return type(cls.__name__, (cls, HeadDefaults), attrs)
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def head_class(name: str) -> type:
-    """The class of a registry name or an import path "pkg.mod:Class".
-
-    Raises:
-        AuditError: an unknown name (with the list of known ones), or an import path that does
-            not load a class meeting the head protocol.
-    """
-    if is_import_path(name):
-        return _outside(name)
-    if name not in HEADS:
-        raise AuditError(f"unknown head {name!r}; known heads: {', '.join(sorted(HEADS))}")
-    return HEADS[name]
-
-
-def build_head(name: str, spec: HeadSpec) -> Head:
-    """Build the head registered as ``name`` (or at the import path ``name``) on ``spec``."""
-    return head_class(name)(spec)
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -20,8 +20,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from audit.errors import AuditError
-from audit.model.options import HEAD_OPTIONS
-from audit.model.traits.heads import HeadTraits
+from audit.model.heads.traits import HeadTraits
 
 
 @dataclass
@@ -89,9 +88,9 @@ class HeadProtocol(Protocol):
       col([W, 1]) reaches the parameters through l. Default: ``from_logits`` applied to
       W h + b of ``output_layer()`` (``logits_through_from_logits``), None when either is None.
 
-    Planning traits (``audit.model.traits.heads.HeadTraits``, class-level, read by
+    Planning traits (``audit.model.heads.traits.HeadTraits``, class-level, read by
     ``audit.plan.resources`` and ``audit.plan.memory`` without building the head): ``timing_family``,
-    ``output_cost``, ``train_vocab_floats``, ``exact_argmax`` and the classmethods
+    ``output_cost``, ``train_vocab_floats`` and the classmethods
     ``components``, ``cost``, ``vocab_floats``, ``search_decoders`` and ``param_count``; the
     defaults err long (docs/heads.md, "Planning traits").
     """
@@ -102,11 +101,11 @@ class HeadProtocol(Protocol):
 # The optional members of ``HeadProtocol`` that are not methods (the methods are
 # ``audit.model.importpath.HEAD_METHODS``, torch-free, checked callable there): a class from
 # outside that lacks any of either gets ``HeadDefaults`` behind it (``audit.model.heads``).
-OPTIONAL_MEMBERS = ("defaults", "projects_input", "order_preserving", "plain_softmax",
+OPTIONAL_MEMBERS = ("defaults", "projects_input", "order_preserving", "plain_softmax", "matches_capacity",
                     # evaluation traits
                     "argmax_box",
                     # planning traits
-                    "timing_family", "output_cost", "train_vocab_floats", "exact_argmax", "components", "cost",
+                    "timing_family", "output_cost", "train_vocab_floats", "components", "cost",
                     "vocab_floats", "search_decoders", "param_count")
 
 
@@ -135,10 +134,7 @@ class HeadDefaults(HeadTraits):
     name = "head"
     defaults: dict | None = None
     projects_input = True  # an outside head sizes its own input
-    # traits an outside head must declare to be measured as one of the softmax family: the
-    # project never infers them from the head's name or from members it happens to have
-    order_preserving = False
-    plain_softmax = False
+    # order_preserving and plain_softmax: HeadTraits's False, unless the class declares them
     # evaluation traits
     argmax_box = None   # the output layer reads the body's output: the body's output_box
 
@@ -172,18 +168,8 @@ class Head(HeadTraits, nn.Module):
 
     name = "base"
     projects_input = False  # True for heads that map d_in to the embedding size themselves
-    defaults: dict = {}     # the options a head accepts, with their defaults (audit.model.options)
-    order_preserving = False  # HeadProtocol: argmax log-P = argmax (W h + b); the exact argmax test
-    plain_softmax = False     # HeadProtocol: log-P = log_softmax(W h + b); the hidden-gap control
     # evaluation traits
     argmax_box = None         # HeadProtocol: the box of the output layer's input; None: the body's
-
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        # built-in heads read their options from one table, readable without torch; a subclass
-        # from outside that writes its own ``defaults`` keeps them
-        if cls.name in HEAD_OPTIONS and "defaults" not in cls.__dict__:
-            cls.defaults = HEAD_OPTIONS[cls.name]
 
     def __init__(self, spec: HeadSpec):
         super().__init__()

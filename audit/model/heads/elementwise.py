@@ -1,7 +1,7 @@
 """Heads with an increasing element-wise map f before the softmax: log_softmax(f(W h + b)).
 
-SigSoftmax and GSS (fixed maps, ``audit.model.gss``) and LMS-PLIF (a learned piecewise-linear
-map, ``audit.model.plif``) with its frozen control.
+SigSoftmax and GSS (fixed maps, ``audit.model.kernels.gss``) and LMS-PLIF (a learned piecewise-linear
+map, ``audit.model.kernels.plif``) with its frozen control.
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from audit.model.gss import gss_log_softmax, gss_map
+from audit.model.kernels.gss import gss_log_softmax, gss_map
 from audit.model.heads.base import Head
-from audit.model.plif import plif_apply, plif_init, plif_log_softmax
-from audit.model.traits.heads import GSSTraits, PLIFFrozenTraits, PLIFTraits, SigSoftmaxTraits
+from audit.model.kernels.plif import plif_apply, plif_init, plif_log_softmax
+from audit.model.heads.traits import GSSTraits, PLIFFrozenTraits, PLIFTraits, SigSoftmaxTraits
 
 
 class SigSoftmax(SigSoftmaxTraits, Head):
@@ -22,8 +22,6 @@ class SigSoftmax(SigSoftmaxTraits, Head):
     Computed as log_softmax(l + log sigmoid(l)) = GSS(0, 2), which equals log(exp(l) sigmoid(l))
     up to the normaliser and is stable for any logit (the reference code exponentiated naively).
     """
-
-    order_preserving = True   # one increasing map for every word: argmax log-P = argmax l
 
     def from_logits(self, logits):
         return gss_log_softmax(logits, 0.0, 2.0)
@@ -37,11 +35,9 @@ class GSS(GSSTraits, Head):
 
     f(x) = k (x - c) + c - (k - 1) softplus(x - c), a smooth two-piece linear map with slope k
     below c and 1 above; log-P = log_softmax(f(l)). gss(0, 2) is sigsoftmax, gss(c, 1) softmax.
-    Computed as x + (k - 1) log sigmoid(x - c) in one fused function (``audit.model.gss``), which
+    Computed as x + (k - 1) log sigmoid(x - c) in one fused function (``audit.model.kernels.gss``), which
     never overflows (the reference computed log(exp(x - c) + 1)).
     """
-
-    order_preserving = True   # one increasing map for every word: argmax log-P = argmax l
 
     def __init__(self, spec):
         super().__init__(spec)
@@ -66,14 +62,12 @@ class GSS(GSSTraits, Head):
 
 class PLIF(PLIFTraits, Head):
     """LMS-PLIF (Ganea et al. 2019): log_softmax(f(l)) with a learned increasing
-    piecewise-linear f shared by all words and contexts (K slopes; ``audit.model.plif``).
+    piecewise-linear f shared by all words and contexts (K slopes; ``audit.model.kernels.plif``).
 
     Options: knots K, bound T, w_scale (std of the init noise), lr (own optimiser group, kept
     after the ASGD switch), seed (of the init draw; default torch.initial_seed(), i.e. the run
     seed once the trainer has called torch.manual_seed).
     """
-
-    order_preserving = True   # f increasing and shared by all words (the frozen control inherits it)
 
     def __init__(self, spec):
         super().__init__(spec)

@@ -13,8 +13,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from audit.model.heads.base import Head
-from audit.model.mixtures import locked_dropout, mixture_log_probs, mixture_target_log_probs, sigmoid_tree
-from audit.model.traits.heads import MixtapeTraits, MoCTraits, MoSTraits, MoSUniformTraits
+from audit.model.kernels.dropout import locked_dropout
+from audit.model.kernels.mixtures import mixture_log_probs, mixture_target_log_probs, sigmoid_tree
+from audit.model.heads.traits import MixtapeTraits, MoCTraits, MoSTraits, MoSUniformTraits
 
 
 class MoS(MoSTraits, Head):
@@ -72,7 +73,6 @@ class MoC(MoCTraits, MoS):
     """Mixture of contexts: the K latent contexts averaged with pi, then one softmax.
     Same parameters as MoS; the log-P rank stays <= d + 2."""
 
-    order_preserving = True   # one softmax over W xbar + b: argmax log-P = argmax (W xbar + b)
     # evaluation traits
     argmax_box = 1.0          # xbar, a convex combination of tanh contexts, lies in [-1, 1]^d on any body
 

@@ -5,14 +5,11 @@ from __future__ import annotations
 import torch.nn.functional as F
 
 from audit.model.heads.base import Head
-from audit.model.traits.heads import SoftmaxMatchedTraits, SoftmaxTraits
+from audit.model.heads.traits import SoftmaxMatchedTraits, SoftmaxTraits
 
 
 class Softmax(SoftmaxTraits, Head):
     """The plain softmax: log_softmax(W h + b). Log-P rank is at most d + 2."""
-
-    order_preserving = True
-    plain_softmax = True   # softmax_matched inherits both: only its sizes differ
 
     def transformed_logits(self, h):
         return self.logits(h)

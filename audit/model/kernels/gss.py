@@ -11,7 +11,7 @@ The derivative is f'(x) = k - (k - 1) sigmoid(x - c).
 
 Why a custom function: plain autograd keeps four full (N x V) intermediates and runs five
 more element-wise passes over DRAM in the backward (SigSoftmax cost ~25% over softmax per
-CPU training step). Here forward and backward run row block by row block (``audit.model.blocked``)
+CPU training step). Here forward and backward run row block by row block (``audit.model.kernels.blocked``)
 and save only the logits and the log-probabilities.
 """
 
@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
-from audit.model.blocked import row_blocks
+from audit.model.kernels.blocked import row_blocks
 
 # softplus(t, beta=-1) = -log(1 + exp(-t)) = log sigmoid(t), without the extra buffer that
 # F.logsigmoid allocates; it returns t itself once -t > threshold, exact to exp(-40) ~ 4e-18

@@ -13,7 +13,7 @@ Why a custom autograd function: the obvious autograd version keeps an int64 inde
 gathered float tensors of the full logit size (N x V) alive, runs a scatter per gather in the
 backward, and on the CPU every one of those tensors is a round trip through DRAM (casting
 float to int64 is moreover a slow non-vectorised path there). Here forward and backward run
-row block by row block (``audit.model.blocked``): the int32 bucket index and the offset live only
+row block by row block (``audit.model.kernels.blocked``): the int32 bucket index and the offset live only
 per block in cache, one gather per element fetches the knot value and the slope together, the
 forward can apply the log_softmax in the same pass, and the saved tensors are the output, the
 gathered slope (df/dx) and, when the slopes are trained, the input (three N x V tensors where
@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
-from audit.model.blocked import BLOCK_ELEMENTS, row_blocks
+from audit.model.kernels.blocked import BLOCK_ELEMENTS, row_blocks
 
 # softplus(W_CENTRE) == 1: the initial slopes scatter around the identity's slope
 W_CENTRE = math.log(math.e - 1.0)

@@ -1,7 +1,9 @@
 """Planning traits of the heads: what ``audit.plan.resources`` and ``audit.plan.memory`` read from a head
 class, torch-free, without building a model.
 
-Each built-in head class (``audit.model.heads``) inherits the traits class of its name here, so
+``head_traits(name)`` answers for a registry name from the traits class here, and for an
+import path "pkg.mod:Class" from the class itself (``audit.model.heads.head_class``: its own
+members, ``HeadDefaults`` behind them). Each built-in head class (``audit.model.heads``) inherits the traits class of its name here, so
 ``head_class(name).timing_family`` and ``head_traits(name).timing_family`` are one member; a
 head from outside the project gets ``HeadTraits``'s documented defaults (through
 ``HeadDefaults``) for every trait it does not declare (docs/heads.md, "Planning traits").
@@ -11,22 +13,34 @@ where importing torch costs seconds per call (tests/test_workflow.py).
 
 from __future__ import annotations
 
-from audit.model.options import HEAD_OPTIONS
-
-
-class SameAs:
-    """A class-level member that reads another member of the same class until a class sets it:
-    ``exact_argmax`` reads ``order_preserving`` unless declared."""
-
-    def __init__(self, other: str):
-        self.other = other
-
-    def __get__(self, instance, owner):
-        return getattr(owner, self.other)
+from audit.errors import AuditError
+from audit.model.importpath import is_import_path
+from audit.schema import schema_defaults
 
 
 class HeadTraits:
-    """The planning traits every head answers, with the defaults of a head that declares none.
+    """The torch-free facts every head answers, with the defaults of a head that declares none.
+
+    - ``name``: the registry name (``HEAD_TRAITS``, ``audit.model.heads.HEADS``).
+    - ``defaults``: the options the head accepts, with their defaults: the one place a built-in
+      head's options are written (config validation refuses any other option). Default: none.
+    - ``order_preserving``: True when log-P is one increasing function of the logits
+      l = W x + b of ``output_layer()``, the same for every token: argmax log-P = argmax l, so
+      the argmax test runs its exact tiers (cheap tiers and LPs; ``audit.evaluate.debate``) and
+      the planner times those rather than the witness search. Default False.
+    - ``plain_softmax``: True when log-P is log_softmax(W h + b) of ``output_layer()``, no map in
+      between: the hidden-gap control applies (``audit.evaluate.hidden_gap``). Default False.
+
+    - ``matches_capacity``: True when the arm's model sizes are solved so that its parameter
+      count matches the arm its ``options.match`` names (``audit.model.params``, the config
+      check); its ``defaults`` then hold ``match``, ``tolerance`` and ``adjust_hidden``.
+      Default False.
+
+    An outside head must declare ``order_preserving`` and ``plain_softmax`` to be measured as one
+    of the softmax family: the project never infers them from its name or from members it
+    happens to have.
+
+    Planning traits:
 
     - ``timing_family``: the family of LK Table 2 whose published V100 epoch time the GPU
       runtime scales from (``audit.plan.resources.V100_SECONDS_PER_EPOCH``): softmax, sigsoftmax,
@@ -38,8 +52,6 @@ class HeadTraits:
     - ``train_vocab_floats``: floats one training token holds per vocabulary entry in the head
       (logits, log-probs, their gradients and the map's intermediates; ``audit.plan.memory``).
       Default 9, a transformed log-softmax's (the larger single-component figure).
-    - ``exact_argmax``: whether the argmax test runs its exact tiers (cheap tiers and LPs) rather
-      than the witness search: the head's ``order_preserving`` unless declared.
     - ``components(options)``: vocabulary-sized softmax rows per token (MoS's K); default 1.
     - ``cost(experts)``: ``output_cost`` for a model of ``experts`` components; default
       ``output_cost``.
@@ -51,10 +63,13 @@ class HeadTraits:
       PyTorch's meta device (``audit.model.params.count_params``), exact for any head.
     """
 
+    defaults: dict = {}
+    order_preserving = False
+    plain_softmax = False
+    matches_capacity = False
     timing_family = "mos"
     output_cost = 24.2
     train_vocab_floats = 9
-    exact_argmax = SameAs("order_preserving")
 
     @classmethod
     def components(cls, options: dict) -> int:
@@ -81,12 +96,14 @@ class HeadTraits:
 # (docs/benchmarks.md: one CPU thread, d = 400, V = 10,000; PLIF at its busy-machine 1.28x).
 class SoftmaxTraits(HeadTraits):
     name = "softmax"
+    defaults = {}
+    order_preserving = True
+    plain_softmax = True  # softmax_matched inherits both: only its sizes differ
     timing_family = "softmax"
     output_cost = 1.0
     # floats per vocabulary entry, fitted to the simulated device's peaks (audit.plan.memory): a plain
     # log-softmax keeps 3 (logits, log-probs, a gradient)
     train_vocab_floats = 3
-    exact_argmax = True
 
     @classmethod
     def param_count(cls, d_in, emb, vocab, options, decoder_bias):
@@ -95,10 +112,19 @@ class SoftmaxTraits(HeadTraits):
 
 class SoftmaxMatchedTraits(SoftmaxTraits):
     name = "softmax_matched"
+    # the arm whose parameter count to match (``options.match``), and how: the schema's
+    # $defs/softmax_matched_options, where their defaults live
+    defaults = {"match": None, **schema_defaults("softmax_matched_options", unfilled=True)}
+    matches_capacity = True
 
 
 class SigSoftmaxTraits(SoftmaxTraits):
     name = "sigsoftmax"
+    defaults = {}
+    # one increasing map for every word: argmax log-P = argmax l (GSS and PLIF inherit it; PLIF's
+    # f is increasing and shared by all words, its frozen control's too)
+    order_preserving = True
+    plain_softmax = False  # a map sits between the logits and the softmax
     timing_family = "sigsoftmax"
     output_cost = 1.075
     train_vocab_floats = 9  # a transformed log-softmax keeps its element-wise intermediates
@@ -106,19 +132,21 @@ class SigSoftmaxTraits(SoftmaxTraits):
 
 class GSSTraits(SigSoftmaxTraits):
     name = "gss"
+    defaults = {"c": 0.0, "k": 2.0}
     timing_family = "gss"
     output_cost = 1.095
 
 
 class PLIFTraits(SigSoftmaxTraits):
     name = "plif"
+    defaults = {"knots": 100_000, "bound": 20.0, "w_scale": 1.0, "lr": 0.02, "seed": None}  # plif_frozen's too
     timing_family = "plif"
     output_cost = 1.28
     trainable = True  # the slopes train (the frozen control's do not, and are not counted)
 
     @classmethod
     def param_count(cls, d_in, emb, vocab, options, decoder_bias):
-        knots = int({**HEAD_OPTIONS[cls.name], **options}["knots"]) if cls.trainable else 0
+        knots = int({**cls.defaults, **options}["knots"]) if cls.trainable else 0
         return super().param_count(d_in, emb, vocab, options, decoder_bias) + knots
 
 
@@ -130,6 +158,7 @@ class PLIFFrozenTraits(PLIFTraits):
 
 class MoSTraits(HeadTraits):
     name = "mos"
+    defaults = {"experts": 15, "dropoutl": 0.29}  # mos_uniform's and moc's too
     timing_family = "mos"
     output_cost = 24.2  # K = 15 softmaxes
     # per component: the loss forms the mixture at the targets alone, so no (T, B, V) mixture
@@ -137,12 +166,11 @@ class MoSTraits(HeadTraits):
     # tensor), a real H200 3.3 (paper-ptb's MoS, K = 15, fp32: 3.21 GB where 2 planned 2.21;
     # docs/gpu/NVIDIA-H200-2026-11-26.json): the GPU's figure, the larger, is the plan
     train_vocab_floats = 3.3
-    exact_argmax = False
     uses_prior = True  # mos_uniform has no prior layer
 
     @classmethod
     def components(cls, options):
-        return int({**HEAD_OPTIONS[cls.name], **options}["experts"])
+        return int({**cls.defaults, **options}["experts"])
 
     @classmethod
     def cost(cls, experts):
@@ -156,7 +184,7 @@ class MoSTraits(HeadTraits):
 
     @classmethod
     def param_count(cls, d_in, emb, vocab, options, decoder_bias):
-        k = int({**HEAD_OPTIONS[cls.name], **options}["experts"])
+        k = int({**cls.defaults, **options}["experts"])
         latent = d_in * k * emb + k * emb       # Linear(d_in -> K d), with bias
         prior = d_in * k if cls.uses_prior else 0  # Linear(d_in -> K), no bias
         return latent + prior + (vocab if decoder_bias else 0)
@@ -174,7 +202,7 @@ class MoCTraits(MoSTraits):
     name = "moc"
     output_cost = 1.69
     train_vocab_floats = 3  # one plain log-softmax over the mixed context
-    exact_argmax = True       # one softmax over W xbar + b
+    order_preserving = True   # one softmax over W xbar + b: argmax log-P = argmax (W xbar + b)
 
     @classmethod
     def components(cls, options):
@@ -194,9 +222,10 @@ class MixtapeTraits(HeadTraits):
     the witness search counts it as K = 4 decoders (errs long)."""
 
     name = "mixtape"
+    defaults = {"experts": 4, "gate_embedding_size": 160, "frequent_token_fraction": 0.1,
+                "dropoutc": 0.0, "dropoutg": 0.0, "noise_std": 0.0}
     timing_family = "mos"
     output_cost = 1.745
-    exact_argmax = False
 
     @classmethod
     def search_decoders(cls, options):
@@ -204,7 +233,7 @@ class MixtapeTraits(HeadTraits):
 
     @classmethod
     def param_count(cls, d_in, emb, vocab, options, decoder_bias):
-        o = {**HEAD_OPTIONS[cls.name], **options}
+        o = {**cls.defaults, **options}
         gates, frequent = int(o["gate_embedding_size"]), int(float(o["frequent_token_fraction"]) * vocab)
         context = d_in * 4 * emb + 4 * emb             # H_k, b_k
         gate = d_in * 3 * gates + 3 * gates + d_in * 3  # U_j, c_j; u_j (no bias)
@@ -213,3 +242,20 @@ class MixtapeTraits(HeadTraits):
 
 BUILT_IN = (SoftmaxTraits, SigSoftmaxTraits, GSSTraits, PLIFTraits, PLIFFrozenTraits, MoSTraits, MoCTraits,
             MoSUniformTraits, MixtapeTraits, SoftmaxMatchedTraits)
+
+HEAD_TRAITS = {cls.name: cls for cls in BUILT_IN}  # the built-in heads; audit.model.heads.HEADS agrees
+# each built-in head's options with their defaults (config validation reads them without torch)
+HEAD_OPTIONS = {name: cls.defaults for name, cls in HEAD_TRAITS.items()}
+DEFAULT_HEAD = SoftmaxTraits.name  # a ModelConfig's head when none is named
+
+
+def head_traits(name: str) -> type:
+    """The class that answers the traits of the head ``name`` (a registry name or an import
+    path; only the latter imports torch, which validating it has already done)."""
+    if is_import_path(name):
+        from audit.model.heads import head_class
+
+        return head_class(name)
+    if name not in HEAD_TRAITS:
+        raise AuditError(f"unknown head {name!r}; known heads: {', '.join(sorted(HEAD_TRAITS))}")
+    return HEAD_TRAITS[name]

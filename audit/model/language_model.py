@@ -2,8 +2,8 @@
 
 ids (T, B) -> embedding (V x d) -> body (``audit.model.bodies``: AWD-LSTM, Transformer or a class
 by import path) -> features (T, B, d') -> head (``audit.model.heads``) -> log-P (T, B, V), the
-head's decoder tied to the embedding. The module keeps its historical name; the AWD-LSTM itself
-is ``audit.model.bodies.awd_lstm`` (its helpers are re-exported here for old imports).
+head's decoder tied to the embedding. Body-agnostic: the AWD-LSTM itself is
+``audit.model.bodies.awd_lstm``.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import torch.nn as nn
 
 from audit.schema import schema_defaults
 from audit.model.bodies import build_body
-from audit.model.bodies.awd_lstm import WeightDropLSTM, embedding_dropout, locked_dropout  # noqa: F401 - old imports
 from audit.model.heads import HeadSpec, build_head
+from audit.model.heads.traits import DEFAULT_HEAD
 
 _MODEL = schema_defaults("model", unfilled=True)   # the `model` section of configs/schema.yaml: its one home
 
@@ -45,7 +45,7 @@ class ModelConfig:
     positions: str = _MODEL["positions"]        # learned | rotary (transformer)
     context_size: int = _MODEL["context_size"]  # longest window, in tokens (transformer)
     eval_stride: int | None = _MODEL["eval_stride"]  # new positions per evaluation window; None: context_size // 2
-    head: str = "softmax"        # registry name in audit.model.heads.HEADS or "pkg.mod:Class" (a head entry's, not a model setting)
+    head: str = DEFAULT_HEAD     # registry name in audit.model.heads.HEADS or "pkg.mod:Class" (a head entry's, not a model setting)
     head_options: dict = field(default_factory=dict)  # head-specific options
 
     @property

@@ -2,8 +2,10 @@
 activation floats), torch-free, read by ``audit.plan.resources`` and ``audit.plan.memory``.
 
 Each trait takes ``sizes``: the run's ``model`` section over the schema's defaults (the keys of
-``ModelConfig``), plus ``experts`` (the head's components). Each built-in body class
-(``audit.model.bodies``) inherits the traits class of its name here; a body from outside the
+``ModelConfig``), plus ``experts`` (the head's components). ``body_traits(name)``
+answers for a registry name from the traits class here, and for an import path from the class
+itself (``audit.model.bodies.body_class``). Each built-in body class (``audit.model.bodies``)
+inherits the traits class of its name here; a body from outside the
 project gets ``BodyTraits``'s stated conservative rule for every trait it does not declare
 (docs/bodies.md, "Planning traits").
 
@@ -19,6 +21,9 @@ project gets ``BodyTraits``'s stated conservative rule for every trait it does n
 from __future__ import annotations
 
 import functools
+
+from audit.errors import AuditError
+from audit.model.importpath import is_import_path
 
 LSTM_FLOATS = 14  # per hidden unit per layer: 4 gates + their grads, c, h, tanh(c), masks (fitted)
 # host memory of the CPU's training step per hidden unit per layer: 6 tensors of 4 gates
@@ -78,6 +83,11 @@ class BodyTraits:
       memory; default ``train_floats`` with the CPU's choice of attention kernel.
     - ``state_copies(train)``: parameter-sized tensors a training job keeps on the device;
       default weights, gradients, the optimiser's states and the ASGD average.
+    - ``size_step(sizes)``: the grain of the embedding size d when the capacity-matched softmax
+      solves it (``audit.model.params``); default 1.
+    - ``hidden_grows(sizes)``: whether the parameter count grows strictly with ``hidden_size``,
+      so that the matched softmax may close its gap with it; default False (an outside body
+      promises nothing).
     - ``eval_window(sizes, bptt)``: tokens the body reads per evaluated piece; default
       context_size (a window of context, as a Transformer reads).
     """
@@ -109,6 +119,14 @@ class BodyTraits:
     @classmethod
     def eval_window(cls, sizes: dict, bptt: int) -> int:
         return sizes["context_size"]
+
+    @classmethod
+    def size_step(cls, sizes: dict) -> int:
+        return 1
+
+    @classmethod
+    def hidden_grows(cls, sizes: dict) -> bool:
+        return False
 
 
 def math_attention(sizes: dict, device: str) -> bool:
@@ -160,6 +178,10 @@ class AWDLSTMTraits(BodyTraits):
     def eval_window(cls, sizes, bptt):
         return bptt  # the LSTM streams its state: a chunk is bptt tokens
 
+    @classmethod
+    def hidden_grows(cls, sizes):
+        return sizes["n_layers"] >= 2  # one layer maps d -> d' with no H
+
 
 class TransformerTraits(BodyTraits):
     name = "transformer"
@@ -196,12 +218,18 @@ class TransformerTraits(BodyTraits):
         d, ff = sizes["emb_size"], sizes["hidden_size"]
         return 6 * d + 2 * ff + (2 * sizes["n_heads"] * window if math else 0)
 
+    @classmethod
+    def size_step(cls, sizes):
+        """d moves in steps of the head count, twice it for rotary positions (whose head size
+        must be even)."""
+        return sizes["n_heads"] * (2 if sizes["positions"] == "rotary" else 1)
+
 
 @functools.cache
 def _model_count(body: str, items: tuple, vocab: int) -> int:
     import dataclasses
 
-    from audit.model.awd_lstm import ModelConfig
+    from audit.model.language_model import ModelConfig
     from audit.model.params import count_params
 
     fields = {f.name for f in dataclasses.fields(ModelConfig)}
@@ -219,3 +247,23 @@ def outside_body_params(sizes: dict, vocab: int) -> int:
 
 
 BUILT_IN = (AWDLSTMTraits, TransformerTraits)
+
+BODY_TRAITS = {cls.name: cls for cls in BUILT_IN}  # the built-in bodies; audit.model.bodies.BODIES agrees
+BODY_NAMES = tuple(BODY_TRAITS)
+
+
+def body_traits(name: str) -> type:
+    """The class that answers the traits of the body ``name`` (a registry name or an import
+    path; only the latter imports torch, which validating it has already done)."""
+    if is_import_path(name):
+        from audit.model.bodies import body_class
+
+        return body_class(name)
+    if name not in BODY_TRAITS:
+        raise AuditError(f"unknown body {name!r}; known bodies: {', '.join(sorted(BODY_TRAITS))}")
+    return BODY_TRAITS[name]
+
+
+def defaulted(cls: type, names: tuple[str, ...], defaults: type) -> list[str]:
+    """The members of ``names`` that ``cls`` takes from ``defaults`` (declares nowhere else)."""
+    return [n for n in names if next(c for c in cls.__mro__ if n in c.__dict__) is defaults]
