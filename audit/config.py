@@ -25,7 +25,7 @@ import jsonschema
 import yaml
 
 from audit.errors import AuditError
-from audit.schema import read_schema
+from audit.schema import read_schema, schema_defaults
 
 # train settings that hold for the whole study (one GPU pool): an arm may not override them, and
 # they stay out of a run's settings, so changing them never makes finished runs look out of date
@@ -189,9 +189,22 @@ def needs_model_check(config: dict) -> bool:
 
     if not config["data"]["corpora"]:
         return False
-    bodies = [{**config["model"], **entry.get("model", {})}.get("body", "awd_lstm") for entry in config["heads"]]
-    return any(entry["head"] == "softmax_matched" or is_import_path(entry["head"]) or is_import_path(body)
+    bodies = [_arm_body(config, entry) for entry in config["heads"]]
+    return any(matches_capacity(entry["head"]) or is_import_path(entry["head"]) or is_import_path(body)
                for entry, body in zip(config["heads"], bodies))
+
+
+def _arm_body(config: dict, entry: dict) -> str:
+    """The body of one arm: its own ``model.body``, the study's, else the schema's default."""
+    return {**config["model"], **entry.get("model", {})}.get("body", schema_defaults("model", unfilled=True)["body"])
+
+
+def matches_capacity(head: str) -> bool:
+    """Whether the built-in head ``head`` sizes itself to another arm's parameter count (its
+    ``matches_capacity`` trait, read without torch; an import path: False)."""
+    from audit.model.heads.traits import HEAD_TRAITS
+
+    return bool(getattr(HEAD_TRAITS.get(head), "matches_capacity", False))
 
 
 def grid_value_label(value) -> str:
@@ -260,13 +273,13 @@ def _check_body_and_training(config: dict, entry: dict, i: int, source: str) -> 
     and the training settings it needs: AdamW without averaging, a Transformer's chunks no longer
     than its context."""
     from audit.model.importpath import check_body_class, is_import_path, load_class
-    from audit.model.bodies.traits import BODY_NAMES
+    from audit.model.bodies.traits import BODY_NAMES, body_traits
 
     model = {**config["model"], **entry.get("model", {})}
     train = {**config["train"], **entry.get("train", {})}
     where = lambda section, key: (f"{source}: config key heads[{i}].{section}.{key}"  # noqa: E731
                                   if key in entry.get(section, {}) else f"{source}: config key {section}.{key}")
-    body = model.get("body", "awd_lstm")
+    body = _arm_body(config, entry)
     if is_import_path(body):
         check_body_class(load_class(body, where("model", "body")), where("model", "body"))
     elif body not in BODY_NAMES:
@@ -275,13 +288,12 @@ def _check_body_and_training(config: dict, entry: dict, i: int, source: str) -> 
     if train.get("optimizer", "sgd") == "adamw" and train["asgd"] != "none":
         raise AuditError(f"{where('train', 'asgd')}: must be none with optimizer adamw (averaging is NT-ASGD's, "
                          f"for SGD), got {train['asgd']!r}")
-    if body == "transformer":
-        longest = train["bptt"] + (train["max_seq_len_delta"] if train["variable_bptt"] else 0)
-        context = model.get("context_size", 128)
-        if longest > context:
-            raise AuditError(f"{where('train', 'bptt')}: chunks of up to {longest} tokens exceed the transformer's "
-                             f"model.context_size={context} (set train.variable_bptt false, a shorter bptt or "
-                             f"a longer context)")
+    context = None if is_import_path(body) else body_traits(body).longest_chunk(model)
+    longest = train["bptt"] + (train["max_seq_len_delta"] if train["variable_bptt"] else 0)
+    if context is not None and longest > context:
+        raise AuditError(f"{where('train', 'bptt')}: chunks of up to {longest} tokens exceed the {body}'s "
+                         f"model.context_size={context} (set train.variable_bptt false, a shorter bptt or "
+                         f"a longer context)")
 
 
 # looks of the default design, chosen by simulation with its HSD(gamma 0) spending (docs/statistics.md
@@ -353,7 +365,7 @@ def _check_semantics(config: dict, schema: dict, source: str) -> None:
                                      f"set it in the top-level train section")
         _check_body_and_training(config, entry, i, source)
         target = entry["options"].get("match")
-        if entry["head"] == "softmax_matched":
+        if matches_capacity(entry["head"]):
             if target not in names or target == entry["name"]:
                 raise AuditError(f"{source}: config key heads[{i}].options.match: must name another head, "
                                  f"got {target!r}")
@@ -396,7 +408,7 @@ def run_settings(config: dict, corpus: str, name: str, seed: int) -> dict:
     jobs' resources are sized from it). The train job's params are ``train_settings`` of it, the
     evaluate job's ``settings["evaluate"]``."""
     entry = head_entry(config, name)
-    match = entry["options"].get("match") if entry["head"] == "softmax_matched" else None
+    match = entry["options"].get("match") if matches_capacity(entry["head"]) else None
     settings = {
         "study": config["study"],
         "corpus": corpus,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 
-from audit.model.bodies.traits import COST_TRAITS, OUTSIDE_RULE, BodyTraits, body_traits, math_attention
+from audit.model.bodies.traits import COST_TRAITS, OUTSIDE_RULE, BodyTraits, attention_macs, body_traits, math_attention
 from audit.model.heads.traits import head_traits
 
 __all__ = ["TRAIN_PASSES", "body_macs", "eval_floats", "math_attention", "model_sizes", "note", "train_floats"]
@@ -55,8 +55,32 @@ def note(sizes: dict) -> str | None:
 
 
 def body_macs(sizes: dict, vocab: int) -> float:
-    """Forward multiply-adds per token of the body (the head's decoder not included)."""
-    return body(sizes).macs_per_token(sizes, vocab)
+    """Forward multiply-adds per token of the body (the head's decoder not included): the body's
+    own formula, else (``OUTSIDE_RULE``) every parameter once plus attention over context_size."""
+    macs = body(sizes).macs_per_token(sizes, vocab)
+    return macs if macs is not None else outside_body_params(sizes, vocab) + attention_macs(sizes)
+
+
+@functools.cache
+def _model_count(body: str, items: tuple, vocab: int) -> int:
+    import dataclasses
+
+    from audit.model.language_model import ModelConfig
+    from audit.model.params import count_params
+
+    fields = {f.name for f in dataclasses.fields(ModelConfig)}
+    sizes = {k: v for k, v in items if k in fields}
+    return count_params(ModelConfig(vocab_size=vocab, **{**sizes, "body": body}))
+
+
+def outside_body_params(sizes: dict, vocab: int) -> int:
+    """The count of the body at ``sizes["body"]`` (an import path): a softmax model on it counted on the meta device, less the
+    embedding and the decoder bias (imports torch and the body's module, which validation has
+    already imported)."""
+    items = tuple(sorted((k, v) for k, v in sizes.items() if k != "experts"))
+    total = _model_count(sizes["body"], items, vocab)
+    return total - vocab * sizes["emb_size"] - (vocab if sizes.get("decoder_bias", True) else 0)
+
 
 
 def train_floats(sizes: dict, window: int, math: bool) -> float:

@@ -20,10 +20,10 @@ project gets ``BodyTraits``'s stated conservative rule for every trait it does n
 
 from __future__ import annotations
 
-import functools
 
 from audit.errors import AuditError
 from audit.model.importpath import is_import_path
+from audit.schema import schema_defaults
 
 LSTM_FLOATS = 14  # per hidden unit per layer: 4 gates + their grads, c, h, tanh(c), masks (fitted)
 # host memory of the CPU's training step per hidden unit per layer: 6 tensors of 4 gates
@@ -72,8 +72,9 @@ class BodyTraits:
 
     - ``param_count(sizes, vocab)``: trainable parameters of the body alone (not the V x d
       embedding); default None: the planner counts the whole model on PyTorch's meta device.
-    - ``macs_per_token(sizes, vocab)``: forward multiply-adds per token; default its parameters
-      (every weight once) plus a Transformer's attention over context_size tokens.
+    - ``macs_per_token(sizes, vocab)``: forward multiply-adds per token; default None: the
+      planner takes its parameters (every weight once, counted on the meta device) plus a
+      Transformer's attention over context_size tokens (``audit.plan.bodycost.body_macs``).
     - ``train_floats(sizes, window, math)``: activation floats one training token holds for the
       backward pass (``window``: tokens per chunk; ``math``: attention keeps its scores); default
       the larger of the two built-in bodies' at these sizes, scores kept.
@@ -90,6 +91,9 @@ class BodyTraits:
       promises nothing).
     - ``eval_window(sizes, bptt)``: tokens the body reads per evaluated piece; default
       context_size (a window of context, as a Transformer reads).
+    - ``longest_chunk(sizes)``: the longest training chunk the body can read (its context);
+      the config check refuses a ``train.bptt`` (plus ``max_seq_len_delta``) beyond it. Default
+      None: no limit that the config check can know (an outside body checks its own input).
     """
 
     @classmethod
@@ -97,8 +101,8 @@ class BodyTraits:
         return None
 
     @classmethod
-    def macs_per_token(cls, sizes: dict, vocab: int) -> float:
-        return outside_body_params(sizes, vocab) + attention_macs(sizes)
+    def macs_per_token(cls, sizes: dict, vocab: int) -> float | None:
+        return None   # no formula: the planner's rule (audit.plan.bodycost.body_macs)
 
     @classmethod
     def train_floats(cls, sizes: dict, window: int, math: bool) -> float:
@@ -123,6 +127,10 @@ class BodyTraits:
     @classmethod
     def size_step(cls, sizes: dict) -> int:
         return 1
+
+    @classmethod
+    def longest_chunk(cls, sizes: dict) -> int | None:
+        return None
 
     @classmethod
     def hidden_grows(cls, sizes: dict) -> bool:
@@ -187,6 +195,10 @@ class TransformerTraits(BodyTraits):
     name = "transformer"
 
     @classmethod
+    def longest_chunk(cls, sizes):
+        return sizes.get("context_size", schema_defaults("model", unfilled=True)["context_size"])
+
+    @classmethod
     def param_count(cls, sizes, vocab):
         # per block: two LayerNorms 4d, qkv 3d^2 + 3d, output d^2 + d, MLP 2 d ff + ff + d
         d, ff, layers = sizes["emb_size"], sizes["hidden_size"], sizes["n_layers"]
@@ -223,27 +235,6 @@ class TransformerTraits(BodyTraits):
         """d moves in steps of the head count, twice it for rotary positions (whose head size
         must be even)."""
         return sizes["n_heads"] * (2 if sizes["positions"] == "rotary" else 1)
-
-
-@functools.cache
-def _model_count(body: str, items: tuple, vocab: int) -> int:
-    import dataclasses
-
-    from audit.model.language_model import ModelConfig
-    from audit.model.params import count_params
-
-    fields = {f.name for f in dataclasses.fields(ModelConfig)}
-    sizes = {k: v for k, v in items if k in fields}
-    return count_params(ModelConfig(vocab_size=vocab, head="softmax", **{**sizes, "body": body}))
-
-
-def outside_body_params(sizes: dict, vocab: int) -> int:
-    """The count of the body at ``sizes["body"]`` (an import path): a softmax model on it counted on the meta device, less the
-    embedding and the decoder bias (imports torch and the body's module, which validation has
-    already imported)."""
-    items = tuple(sorted((k, v) for k, v in sizes.items() if k != "experts"))
-    total = _model_count(sizes["body"], items, vocab)
-    return total - vocab * sizes["emb_size"] - (vocab if sizes.get("decoder_bias", True) else 0)
 
 
 BUILT_IN = (AWDLSTMTraits, TransformerTraits)
