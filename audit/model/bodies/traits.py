@@ -20,7 +20,6 @@ project gets ``BodyTraits``'s stated conservative rule for every trait it does n
 
 from __future__ import annotations
 
-
 from audit.errors import AuditError
 from audit.model.importpath import is_import_path
 from audit.schema import schema_defaults
