@@ -17,7 +17,7 @@ Each entry is an ``Output``:
   Jacobian threshold from the study config.
 - ``when``: ``config -> bool``, whether the study draws it (e.g. the Jacobian figure only when
   ``evaluate.jacobian.contexts > 0``); the page assembles exactly the entries whose ``when`` holds.
-- ``caption``: the reStructuredText caption under ``report/`` (``<kind>_<name>.rst`` by default)
+- ``caption``: the reStructuredText caption under ``captions/`` (``<kind>_<name>.rst`` by default)
   that ``snakemake --report`` shows.
 - ``builder``: ``Sources -> DataFrame | str``. ``Sources`` hands it the loaded inputs.
 - ``made_by``: ``report`` (the default: ``rules/report.smk`` generates its rule and the CLI builds
@@ -219,7 +219,7 @@ class Output:
 
     @property
     def caption_file(self) -> str | None:
-        """File name under ``report/``; None for entries whose rule registers no caption."""
+        """File name under ``captions/``; None for entries whose rule registers no caption."""
         if self.caption is not None:
             return self.caption or None
         return f"{self.kind}_{self.name}.rst"

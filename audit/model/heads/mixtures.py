@@ -1,7 +1,7 @@
 """Mixture heads: MoS and its uniform-gate ablation, MoC (mixture of contexts) and Mixtape.
 
 Parameter-free building blocks (locked dropout, the sigmoid tree, the log-space mixture) are in
-``audit.model.mixtures``.
+``audit.model.kernels.mixtures``.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class MoS(MoSTraits, Head):
         return self.logits(self.contexts(h)), lambda l: mixture_log_probs(l, log_prior)
 
     def target_log_probs(self, h, targets):
-        # the training loss: the mixture formed at the targets alone (audit.model.mixtures), a
+        # the training loss: the mixture formed at the targets alone (audit.model.kernels.mixtures), a
         # MoS step at K = 2 (V = 2,000) about 40% less CPU than the full mixture's
         return mixture_target_log_probs(self.logits(self.contexts(h)), self.log_prior(h), targets)
 
