@@ -66,10 +66,9 @@ def latent_mixture() -> str:
 
 
 def standalone_heads() -> list[str]:
-    """Every registered head that a one-arm study can train, in registry order: a head whose
-    options name another arm to match (the capacity-matched control, the same class as that
-    arm sized by the config) has no arm to match there."""
-    return [name for name, cls in _registry().items() if "match" not in _options(cls)]
+    """Every registered head that a one-arm study can train, in registry order: a head that
+    ``matches_capacity`` (sized to another arm's parameter count) has no arm to match there."""
+    return [name for name, cls in _registry().items() if not cls.matches_capacity]
 
 
 def default_body() -> str:
