@@ -19,6 +19,37 @@ HEAD_METHODS = ("check_options", "transformed_logits", "from_logits", "extra_par
                 "layer_logits")   # evaluation traits
 
 
+def lazy_exports(package: str, table: dict[str, str], names: dict):
+    """PEP 562 ``(__getattr__, __dir__)`` for ``package``: each public name of ``table`` (name ->
+    submodule) is imported on first access, so that the package's torch-free submodules (the
+    traits) import without torch. ``names``: the package's own ``globals()``."""
+    def __getattr__(name: str):
+        if name in table:
+            return getattr(importlib.import_module(f"{package}.{table[name]}"), name)
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    def __dir__() -> list[str]:
+        return sorted(set(names) | set(table))
+
+    return __getattr__, __dir__
+
+
+def registered_traits(kind: str, name: str, table: dict[str, type], outside) -> type:
+    """The class answering the traits of the ``kind`` (head or body) ``name``: ``table[name]``
+    for a built-in, ``outside(name)`` for an import path (which imports torch, as validating the
+    path already has).
+
+    Raises:
+        AuditError: an unknown built-in name (with the known ones).
+    """
+    if is_import_path(name):
+        return outside(name)
+    if name not in table:
+        plural = {"body": "bodies"}.get(kind, f"{kind}s")
+        raise AuditError(f"unknown {kind} {name!r}; known {plural}: {', '.join(sorted(table))}")
+    return table[name]
+
+
 def is_import_path(name: str) -> bool:
     """True for "pkg.mod:Class" (a registry name never holds a colon)."""
     return isinstance(name, str) and ":" in name

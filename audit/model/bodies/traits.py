@@ -20,8 +20,7 @@ project gets ``BodyTraits``'s stated conservative rule for every trait it does n
 
 from __future__ import annotations
 
-from audit.errors import AuditError
-from audit.model.importpath import is_import_path
+from audit.model.importpath import registered_traits
 from audit.schema import schema_defaults
 
 LSTM_FLOATS = 14  # per hidden unit per layer: 4 gates + their grads, c, h, tanh(c), masks (fitted)
@@ -245,13 +244,13 @@ BODY_NAMES = tuple(BODY_TRAITS)
 def body_traits(name: str) -> type:
     """The class that answers the traits of the body ``name`` (a registry name or an import
     path; only the latter imports torch, which validating it has already done)."""
-    if is_import_path(name):
-        from audit.model.bodies import body_class
+    return registered_traits("body", name, BODY_TRAITS, _outside)
 
-        return body_class(name)
-    if name not in BODY_TRAITS:
-        raise AuditError(f"unknown body {name!r}; known bodies: {', '.join(sorted(BODY_TRAITS))}")
-    return BODY_TRAITS[name]
+
+def _outside(path: str) -> type:
+    from audit.model.bodies import body_class
+
+    return body_class(path)
 
 
 def defaulted(cls: type, names: tuple[str, ...], defaults: type) -> list[str]:

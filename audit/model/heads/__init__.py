@@ -10,7 +10,7 @@ Snakemake evaluates every job's resources while it parses the workflow (tests/te
 
 from __future__ import annotations
 
-import importlib
+from audit.model.importpath import lazy_exports
 
 # public name -> the submodule that defines it (imported, with torch, on first access)
 _LAZY = {
@@ -22,13 +22,4 @@ _LAZY = {
 }
 
 __all__ = sorted(_LAZY)
-
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())

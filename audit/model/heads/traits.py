@@ -13,8 +13,7 @@ where importing torch costs seconds per call (tests/test_workflow.py).
 
 from __future__ import annotations
 
-from audit.errors import AuditError
-from audit.model.importpath import is_import_path
+from audit.model.importpath import registered_traits
 from audit.schema import schema_defaults
 
 
@@ -252,10 +251,10 @@ DEFAULT_HEAD = SoftmaxTraits.name  # a ModelConfig's head when none is named
 def head_traits(name: str) -> type:
     """The class that answers the traits of the head ``name`` (a registry name or an import
     path; only the latter imports torch, which validating it has already done)."""
-    if is_import_path(name):
-        from audit.model.heads import head_class
+    return registered_traits("head", name, HEAD_TRAITS, _outside)
 
-        return head_class(name)
-    if name not in HEAD_TRAITS:
-        raise AuditError(f"unknown head {name!r}; known heads: {', '.join(sorted(HEAD_TRAITS))}")
-    return HEAD_TRAITS[name]
+
+def _outside(path: str) -> type:
+    from audit.model.heads import head_class
+
+    return head_class(path)
