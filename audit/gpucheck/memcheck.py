@@ -1,8 +1,9 @@
 """Peak GPU memory of a train and an evaluate job at paper size, against ``audit/plan/memory.py``'s plan.
 
-For each paper config (``MEMORY_CONFIGS``) the arm the plan says is largest is run for real on a
-corpus of random ids with the corpus's vocabulary and split sizes (memory does not depend on which
-words):
+Each job of ``MEMORY_JOBS`` (a paper config's arm: by default the one the plan says is largest,
+else a named one whose head's floats per vocabulary entry were not yet measured) is run for real on
+a corpus of random ids with the corpus's vocabulary and split sizes (memory does not depend on
+which words):
 
 - train job: the real ``Trainer`` at the longest sequence the plan assumes (bptt +
   max_seq_len_delta when BPTT varies) for ``TRAIN_STEPS`` steps, a validation pass over the whole
@@ -26,7 +27,20 @@ import tempfile
 import time
 from pathlib import Path
 
-MEMORY_CONFIGS = ["paper-ptb", "transformer-paper", "paper-wt2"]   # WT2 last: its 33,278^2 eigensolve is slow
+# (config, arm: None = the plan's largest, jobs, train overrides). The largest arms check the plan
+# where memory binds; the named heads each have their own floats per vocabulary entry in
+# heads/traits.py (SigSoftmax/GSS 9, PLIF 3, Mixtape), planned, not yet measured; the Transformer
+# also at fp32, its plan's other precision. WT2 last: its 33,278^2 eigensolve is slow.
+MEMORY_JOBS = [
+    ("paper-ptb", None, ("train", "evaluate"), {}),
+    ("paper-ptb", "sigsoftmax", ("train",), {}),
+    ("paper-ptb", "gss", ("train",), {}),
+    ("paper-ptb", "plif", ("train",), {}),
+    ("paper-ptb", "mixtape", ("train",), {}),
+    ("transformer-paper", None, ("train", "evaluate"), {}),
+    ("transformer-paper", None, ("train",), {"precision": "fp32"}),
+    ("paper-wt2", None, ("train", "evaluate"), {}),
+]
 BAND = (0.8, 1.25)       # measured / planned
 TRAIN_STEPS = 3
 EVAL_EXTRA_ROWS = 1000
@@ -120,37 +134,45 @@ def evaluate_peak(settings: dict, corpus: str, cfg, state: dict) -> tuple[int, i
     return torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved(), spec.m
 
 
-def run(result, budget: float, simulated: bool, configs: list[str] | None = None) -> None:
+def run(result, budget: float, simulated: bool, jobs: list[tuple] | None = None) -> None:
     import torch
 
     deadline = time.time() + budget
     rows = []
     with tempfile.TemporaryDirectory(prefix="audit-gpu-check-") as tmp:
-        for name in configs or MEMORY_CONFIGS:
+        for name, arm, kinds, overrides in jobs or MEMORY_JOBS:
+            label = " ".join([name] + ([arm] if arm else []) + [f"{k}={v}" for k, v in overrides.items()])
             if time.time() > deadline:
-                result.note(f"{name}: out of time, not measured")
+                result.note(f"{label}: out of time, not measured")
                 result.data["incomplete"] = True
                 continue
             try:
-                rows += measure(name, simulated, deadline, Path(tmp), result)
+                rows += measure(name, simulated, deadline, Path(tmp), result, arm, kinds, overrides)
             except Exception as err:  # one config's failure leaves the others measured
                 if type(err).__name__ == "OutOfMemoryError":
                     raise
-                result.data.setdefault("errors", []).append(f"{name}: {type(err).__name__}: {err}"[:600])
+                result.data.setdefault("errors", []).append(f"{label}: {type(err).__name__}: {err}"[:600])
             gc.collect()
             torch.cuda.empty_cache()
     result.figure("memory", rows)
 
 
-def measure(name: str, simulated: bool, deadline: float, tmp: Path, result) -> list[dict]:
-    """The train and evaluate rows of one paper config's largest arm."""
+def measure(name: str, simulated: bool, deadline: float, tmp: Path, result, arm: str | None = None,
+            kinds: tuple = ("train", "evaluate"), overrides: dict | None = None) -> list[dict]:
+    """The rows of ``kinds`` (train, evaluate) of one paper config's arm (default: the plan's
+    largest training job), with ``overrides`` on its train settings."""
     from audit.plan import memory
     from audit.config import load_study, run_settings
     from audit.gpucheck.common import REPO
 
     config = load_study(REPO / "configs" / f"{name}.yaml")
-    arm = largest_arm(config, "train")
-    settings = run_settings(config, arm["corpus"], arm["arm"], 1)
+    if arm is None:
+        largest = largest_arm(config, "train")
+        corpus_name, arm = largest["corpus"], largest["arm"]
+    else:
+        corpus_name = config["data"]["corpora"][0]
+    settings = run_settings(config, corpus_name, arm, 1)
+    settings["train"].update(overrides or {})
     if simulated:
         settings = shrink(settings)
         if settings["train"].get("precision") == "bf16":  # the simulated device has no bf16 autocast
@@ -164,20 +186,21 @@ def measure(name: str, simulated: bool, deadline: float, tmp: Path, result) -> l
     state = {k: v.detach().cpu() for k, v in trainer.eval_model().state_dict().items()}
     cfg = trainer.cfg
     del trainer  # the evaluate job starts on an empty device
-    if time.time() < deadline:
+    if "evaluate" in kinds and time.time() < deadline:
         e_alloc, e_res, streamed = evaluate_peak(settings, corpus, cfg, state)
         jobs.append(("evaluate", e_alloc, e_res, streamed))
-    else:
+    elif "evaluate" in kinds:
         result.note(f"{name}: evaluate job not measured (out of time)")
+    precision = settings["train"].get("precision", "fp32")
     for job, alloc, res, streamed in jobs:
         plan = planned[job] - memory.CONTEXT_BYTES
         ratio = alloc / plan
-        row = {"config": name, "arm": arm["arm"], "job": job, "planned_gb": plan / 1e9,
+        row = {"config": name, "arm": arm, "job": job, "precision": precision, "planned_gb": plan / 1e9,
                "allocated_gb": alloc / 1e9, "reserved_gb": res / 1e9, "ratio": ratio}
         if streamed is not None:
             row["rows_streamed"] = streamed
         rows.append(row)
-        result.check(f"memory plan, {name} {job} ({arm['arm']}, {settings['train'].get('precision', 'fp32')})",
+        result.check(f"memory plan, {name} {job} ({arm}, {precision})",
                      f"{ratio:.2f} ({alloc / 1e9:.3g} of {plan / 1e9:.3g} GB planned)",
                      f"measured / planned in [{BAND[0]}, {BAND[1]}]", BAND[0] <= ratio <= BAND[1])
     return rows

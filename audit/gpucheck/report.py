@@ -57,8 +57,8 @@ def markdown(results: list[dict], minutes: float, started: float, code: int) -> 
     memory = by.get("memory", {}).get("figures", {}).get("memory")
     if memory:
         lines += ["## Memory (peak allocated against audit/plan/memory.py's plan, CUDA context excluded)", ""] + _table(
-            ["config", "arm", "job", "planned GB", "allocated GB", "reserved GB", "ratio"],
-            [[m["config"], m["arm"], m["job"], f"{m['planned_gb']:.3g}", f"{m['allocated_gb']:.3g}",
+            ["config", "arm", "job", "precision", "planned GB", "allocated GB", "reserved GB", "ratio"],
+            [[m["config"], m["arm"], m["job"], m.get("precision", ""), f"{m['planned_gb']:.3g}", f"{m['allocated_gb']:.3g}",
               f"{m['reserved_gb']:.3g}", f"{m['ratio']:.2f}"] for m in memory]) + [""]
     speed = by.get("speed", {}).get("figures", {})
     if speed.get("one_run"):

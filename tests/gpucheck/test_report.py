@@ -44,9 +44,9 @@ def h200_like(simulated: bool = False) -> list[dict]:
               "valid_chunks": 40, "valid_syncs": 6},
              {"head": "mos", "body": "transformer", "phase": "adamw", "steps": 100, "syncs": 3,
               "valid_chunks": 20, "valid_syncs": 4}]
-    memory = [{"config": "paper-ptb", "arm": "mos", "job": "train", "planned_gb": 2.2, "allocated_gb": 3.3,
+    memory = [{"config": "paper-ptb", "arm": "mos", "job": "train", "precision": "fp32", "planned_gb": 2.2, "allocated_gb": 3.3,
                "reserved_gb": 4.07, "ratio": 1.5},
-              {"config": "transformer-paper", "arm": "mos", "job": "evaluate", "planned_gb": 4.79,
+              {"config": "transformer-paper", "arm": "mos", "job": "evaluate", "precision": "bf16", "planned_gb": 4.79,
                "allocated_gb": 5.02, "reserved_gb": 6.69, "ratio": 5.02 / 4.79}]
     speed = {"timed_steps": 60, "warmup_steps": 15,
              "one_run": {"softmax": {"tokens_per_second": 80_000.0, "seconds_per_epoch": PTB_TRAIN_TOKENS / 80_000,
@@ -144,8 +144,8 @@ def test_host_syncs_line_names_the_worst_phase_per_step_and_per_chunk():
 
 def test_memory_table_rows():
     text = page(h200_like())
-    assert "| paper-ptb | mos | train | 2.2 | 3.3 | 4.07 | 1.50 |" in text
-    assert "| transformer-paper | mos | evaluate | 4.79 | 5.02 | 6.69 | 1.05 |" in text
+    assert "| paper-ptb | mos | train | fp32 | 2.2 | 3.3 | 4.07 | 1.50 |" in text
+    assert "| transformer-paper | mos | evaluate | bf16 | 4.79 | 5.02 | 6.69 | 1.05 |" in text
 
 
 def test_speed_tables_rows():
