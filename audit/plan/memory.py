@@ -38,11 +38,10 @@ from audit.plan.resources import _dims, n_params, spectrum_shape, tokens, vocab_
 
 GB = 1e9
 # Floats per vocabulary entry per training token are the head's ``train_vocab_floats``
-# (audit/model/heads/traits.py), fitted to the simulated device's peaks: a plain log-softmax
-# (softmax, MoC) keeps 3, a transformed one 9, MoS 3.3 per component (a real H200's figure).
-# The same H200 measured SigSoftmax at 4.3 of the 9 (paper-wt2: 7.0 GB of 12.6 planned); 9
-# stays until GSS, PLIF and Mixtape are measured too (docs/gpus.md: a plan too large costs
-# runs per GPU, one too small an out-of-memory retry).
+# (audit/model/heads/traits.py): a plain log-softmax (softmax, MoC) keeps 3 (the simulated
+# device's fit); the others are a real H200's figures (gpu-check's memory step, docs/gpus.md):
+# SigSoftmax and GSS 4.5, PLIF 9, Mixtape 5, MoS 3.3 per component. A plan too large costs runs
+# per GPU, one too small an out-of-memory retry.
 EVAL_HEAD_FLOATS = 3      # forward only: logits, log-softmax, the kept log-probs
 GRAM_BLOCK_BYTES = 1 << 29  # audit/evaluate/spectrum.py _BLOCK_BYTES
 # k x k float64 matrices alive while torch.linalg.eigvalsh (cuSOLVER) solves the Gram on a GPU:
