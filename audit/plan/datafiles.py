@@ -42,8 +42,11 @@ def study_files(config: dict) -> list[str]:
         AuditError: a corpus without pinned sources, naming it.
     """
     corpora = config["data"]["corpora"]
+    own = config["data"].get("files") or {}
     files = []
     for corpus in corpora:
+        if corpus in own:  # a user corpus: not in any mirror (user_files lists it)
+            continue
         for split in SPLITS:
             source(corpus, f"{split}.txt")  # an unpinned corpus or file fails here, by name
             files.append(f"{corpus}/{split}.txt")

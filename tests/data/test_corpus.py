@@ -34,7 +34,7 @@ def test_one_eos_per_line_blank_lines_included(tmp_path):
 def test_unknown_test_token_is_a_one_line_error(tmp_path):
     for split, text in {"train": "a b\n", "valid": "a\n", "test": "a zebra\n"}.items():
         (tmp_path / f"{split}.txt").write_text(text)
-    with pytest.raises(AuditError, match=r"test\.txt: token 'zebra' is not in the training vocabulary"):
+    with pytest.raises(AuditError, match=r"test\.txt: line 1: token 'zebra' is not in the training vocabulary"):
         prepare(tmp_path)
 
 

@@ -98,7 +98,7 @@ def test_missing_or_altered_mirror_file_is_named(mirror, tmp_path):
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"data": {"corpora": ["enwik8"]}}, "config key data.corpora[0]: 'enwik8' is not one of"),
+    ({"data": {"corpora": ["enwik8"]}}, "config key data.corpora[0]: unknown corpus 'enwik8'; built-in: ptb, wikitext-2"),
     ({"dataa": {}}, "'dataa' was unexpected"),
 ])
 def test_bad_config_is_one_line_naming_the_key(tmp_path, change, message):
