@@ -123,3 +123,27 @@ def test_planner_sizes_a_user_corpus_from_its_files(tmp_path):
     assert resources.vocab_of(restricted) == 4
     assert resources.train_minutes(settings) >= resources.MIN_MINUTES
     assert resources.evaluate_mem_mb(settings) > 0
+
+
+def test_model_sizes_use_a_user_corpus_vocabulary(tmp_path):
+    """audit.model.params (parameter counts, the capacity-matched softmax's solve) at V of the files."""
+    from audit.model.params import vocab_size
+
+    names = _write(tmp_path, gz=("train",))
+    paths = {s: str(tmp_path / n) for s, n in names.items()}
+    study = check_study(_study({"mytext": paths}))
+    assert vocab_size(study, "mytext") == len(prepare_files(paths).vocab) == 7  # 6 words + <eos>
+
+
+def test_gpu_time_of_a_user_corpus_is_ptbs_per_token_rate_at_its_size(tmp_path):
+    """No published time exists for a user corpus: its GPU seconds per token are PTB's at the same
+    model and V, and its epoch time follows its own token counts."""
+    names = _write(tmp_path)
+    paths = {s: str(tmp_path / n) for s, n in names.items()}
+    gpu = {"train": {"device": "cuda"}}
+    mine = run_settings(check_study({**_study({"mytext": paths}, vocab_size=5), **gpu}), "mytext", "softmax", 1)
+    ptb = run_settings(check_study({**_study({}, corpora=["ptb"], vocab_size=5), **gpu}), "ptb", "softmax", 1)
+    assert resources.seconds_per_token(mine, True) == resources.seconds_per_token(ptb, True)
+    per_token = resources.seconds_per_token(mine, True)
+    epoch = per_token * (resources.tokens(mine, "train") + resources.tokens(mine, "valid") / 3)
+    assert resources.train_seconds(mine) == pytest.approx(mine["train"]["epochs"] * epoch)
