@@ -5,6 +5,7 @@ has pairs to score), its valid split gzip-compressed, its paths relative to the 
 """
 
 import gzip
+import json
 
 import numpy as np
 import pandas as pd
@@ -62,6 +63,11 @@ def test_a_study_on_the_users_files_runs_to_its_audit(tmp_path, mirror):
     assert runs["test_ppl"].notna().all()
     baselines = pd.read_csv(workdir / "reports" / "mine" / "tables" / "baselines.csv")
     assert set(baselines["corpus"]) == {"mytext"}
+    record = json.loads((workdir / "reports" / "mine" / "provenance.json").read_text())
+    own = [row for row in record["data"] if row["dataset"] == "(your file)"]
+    assert sorted(row["file"] for row in own) == sorted(str(workdir / "texts" / n)
+                                                         for n in ("train.txt", "valid.txt.gz", "test.txt"))
+    assert "3 your own" in (workdir / "reports" / "mine" / "audit.html").read_text()
 
     # an edited file reruns its corpus and every run on it (its hash is in the run settings)
     with open(workdir / "texts" / "test.txt", "a") as handle:
