@@ -157,16 +157,21 @@ def read_claims_file(path: str | Path, taken=()) -> list[dict]:
     return claims
 
 
-def check_study(config: dict, source: str = "config") -> dict:
-    """Validate a study config and return a copy with all schema defaults filled in.
+def check_study(config: dict, source: str = "config", base: str | Path | None = None) -> dict:
+    """Validate a study config and return a copy with all schema defaults filled in and the
+    paths of its own corpora (``data.files``) resolved against ``base`` (the workflow
+    directory; default the working directory).
 
     Raises:
         AuditError: one line naming the source file and the offending key.
     """
+    from audit.data.user import check_user_corpora
+
     if not isinstance(config, dict):
         raise AuditError(f"{source}: a study config must be a mapping, got {type(config).__name__}")
     schema = read_schema()
     config = _validated(schema, config, source)
+    check_user_corpora(config, source, base)
     config["heads"] = expand_grids(config["heads"], source)
     _check_semantics(config, schema, source)
     if isinstance(config["seeds"], dict):  # a sequential schedule (audit/stats/sequential/schedule.py)
@@ -406,7 +411,10 @@ def head_entry(config: dict, name: str) -> dict:
 def run_settings(config: dict, corpus: str, name: str, seed: int) -> dict:
     """Everything one run's train and evaluate jobs depend on, as a JSON-serialisable dict (the
     jobs' resources are sized from it). The train job's params are ``train_settings`` of it, the
-    evaluate job's ``settings["evaluate"]``."""
+    evaluate job's ``settings["evaluate"]``. A run on a user corpus (``data.files``) also has
+    ``user_corpus``: its files' SHA-256 and token counts (``audit.data.user.settings_entry``)."""
+    from audit.data.user import is_user_corpus, settings_entry as user_settings_entry
+
     entry = head_entry(config, name)
     match = entry["options"].get("match") if matches_capacity(entry["head"]) else None
     settings = {
@@ -424,6 +432,8 @@ def run_settings(config: dict, corpus: str, name: str, seed: int) -> dict:
     }
     if config["data"]["vocab_size"] is not None:  # only then, so full-vocabulary runs keep their settings
         settings["vocab_size"] = config["data"]["vocab_size"]
+    if is_user_corpus(config, corpus):  # only then, so the built-in corpora's runs keep their settings
+        settings["user_corpus"] = user_settings_entry(config["data"]["files"][corpus])
     if "grid_point" in entry:  # only grid arms carry these, so other runs' settings stay as they were
         settings["grid_point"], settings["arm_group"] = entry["grid_point"], entry["arm_group"]
     if match:  # the capacity-matched softmax is solved against the named arm's model

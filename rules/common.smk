@@ -8,6 +8,7 @@ from snakemake.utils import update_config
 
 from audit.config import check_study, run_settings, settings_text, stats_sections, write_yaml
 from audit.config import train_settings as _train_settings
+from audit.data.user import builtin_corpora as _builtin_corpora, user_files as _user_files
 from audit.plan.memory import check_plan as check_memory_plan
 from audit.device import job_gpu_slots, job_gpus, pool_size
 from audit.plan.datafiles import wordsim_files as _wordsim_files
@@ -29,7 +30,8 @@ if not CONFIG_FILES:  # the default study, with any --config key=value overrides
     update_config(config, _overrides)
 
 try:  # one line naming the file and key, instead of a traceback
-    _checked = check_study(config, ", ".join(CONFIG_FILES))
+    # a user corpus's relative paths (data.files) resolve against the workflow directory
+    _checked = check_study(config, ", ".join(CONFIG_FILES), base=workflow.basedir)
     # GPU memory planned before any job starts: runs_per_gpu jobs of each arm must fit one GPU
     check_memory_plan(_checked, ", ".join(CONFIG_FILES))
 except AuditError as err:
@@ -45,12 +47,26 @@ RUN_DIR = RESULTS + "/runs/{corpus}/{head}/{seed}"
 # the id tensors the runs train on: the full vocabulary, or its K most frequent words (data.vocab_size)
 CORPUS_FILE = DATA + ("/{corpus}/corpus.pt" if config["data"]["vocab_size"] is None
                       else f"/{{corpus}}/corpus_v{config['data']['vocab_size']}.pt")
+# a user corpus (data.files): its files as the study gives them, so its cache is the study's own
+USER_FILES = _user_files(config)  # {corpus: {split: absolute path}}
+USER_CORPUS_FILE = CORPUS_FILE.replace(DATA, RESULTS + "/data", 1)
+
+
+def corpus_file(corpus):
+    """The id tensors the runs on ``corpus`` train on: a built-in corpus's (shared by all studies)
+    or a user corpus's (under the study's results)."""
+    return (USER_CORPUS_FILE if corpus in USER_FILES else CORPUS_FILE).format(corpus=corpus)
+
+
+def corpus_input(wildcards):
+    return corpus_file(wildcards.corpus)
+
 STATS_TABLES = [e.name for e in _report_registry.entries("table", "stats")]  # audit/report/registry.py
 WORDSIM_FILES = _wordsim_files()  # sources.yaml's wordsim: what `python -m audit data-files` lists
 
 
 wildcard_constraints:
-    corpus="ptb|wikitext-2",
+    corpus="|".join(_builtin_corpora() + list(USER_FILES)),  # names are [A-Za-z0-9_-]+ (the schema)
     split="train|valid|test",
     head="[A-Za-z0-9_.+-]+",
     seed="[0-9]+",

@@ -47,3 +47,30 @@ rule restrict_corpus:  # data.vocab_size: K most frequent training words, the re
         "logs/data/prepare/{corpus}_v{vocab}.log",
     shell:
         "python -m audit prepare --from-cache {input} --vocab-size {wildcards.vocab} --out {output} > {log} 2>&1"
+
+
+# A user corpus (data.files): its own files are the inputs, so editing one reruns what depends on it.
+rule prepare_user_corpus:
+    input:
+        train=lambda wildcards: USER_FILES[wildcards.corpus]["train"],
+        valid=lambda wildcards: USER_FILES[wildcards.corpus]["valid"],
+        test=lambda wildcards: USER_FILES[wildcards.corpus]["test"],
+    output:
+        f"{RESULTS}/data/{{corpus}}/corpus.pt",
+    log:
+        f"logs/{STUDY}/data/prepare/{{corpus}}.log",
+    shell:
+        "python -m audit prepare --files {input.train:q} {input.valid:q} {input.test:q} --out {output} > {log} 2>&1"
+
+
+rule restrict_user_corpus:  # data.vocab_size on a user corpus, as restrict_corpus
+    input:
+        f"{RESULTS}/data/{{corpus}}/corpus.pt",
+    output:
+        f"{RESULTS}/data/{{corpus}}/corpus_v{{vocab}}.pt",
+    wildcard_constraints:
+        vocab="[0-9]+",
+    log:
+        f"logs/{STUDY}/data/prepare/{{corpus}}_v{{vocab}}.log",
+    shell:
+        "python -m audit prepare --from-cache {input} --vocab-size {wildcards.vocab} --out {output} > {log} 2>&1"

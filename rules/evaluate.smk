@@ -7,7 +7,7 @@ rule evaluate:
     input:
         metrics=f"{RUN_DIR}/metrics.json",
         model=f"{RUN_DIR}/model.pt",
-        corpus=CORPUS_FILE,
+        corpus=corpus_input,
         wordsim=expand(f"{DATA}/wordsim/{{name}}", name=WORDSIM_FILES),
     output:
         result=f"{RUN_DIR}/eval.json",

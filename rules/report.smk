@@ -30,7 +30,8 @@ def data_files():
     """The verified data files the study read."""
     # the corpora's splits, and the word-similarity benchmarks when the study has runs (published and
     # synthetic studies read none): the list `python -m audit data-files` prints (audit/plan/datafiles.py)
-    return [f"{DATA}/{name}" for name in _manifest.study_files(config)]
+    return [f"{DATA}/{name}" for name in _manifest.study_files(config)] + [
+        paths[split] for paths in USER_FILES.values() for split in ("train", "valid", "test")]  # data.files
 
 
 report: "../captions/workflow.rst"

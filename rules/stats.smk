@@ -80,7 +80,7 @@ for _table in STATS_TABLES:
 def baselines_arguments():
     """--corpus NAME=FILE of every corpus (the runs' own id files) and the runs' token limits."""
     limits = config["data"]["max_tokens"] or {}
-    parts = [f"--corpus {c}={CORPUS_FILE.format(corpus=c)}" for c in config["data"]["corpora"]]
+    parts = [f"--corpus {c}={corpus_file(c)}" for c in config["data"]["corpora"]]
     parts += [f"--max-{split} {limits[split]}" for split in ("valid", "test") if limits.get(split)]
     return " ".join(parts)
 
@@ -89,7 +89,7 @@ def baselines_arguments():
 # files and test tokens; the comparisons and claims read it to label uninformative verdicts.
 rule baselines:
     input:
-        expand(CORPUS_FILE, corpus=config["data"]["corpora"]),
+        [corpus_file(c) for c in config["data"]["corpora"]],
     output:
         report(f"{REPORTS}/tables/baselines.csv", caption="../captions/table_baselines.rst",
                category="Statistics", labels={"table": "baselines"}),

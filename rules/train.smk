@@ -4,7 +4,7 @@ from audit.plan import resources as sizing  # SLURM runtime (minutes) and mem_mb
 
 rule train:
     input:
-        corpus=CORPUS_FILE,
+        corpus=corpus_input,
     output:
         metrics=f"{RUN_DIR}/metrics.json",
         model=f"{RUN_DIR}/model.pt",

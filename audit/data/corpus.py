@@ -9,6 +9,9 @@ the same on every machine.
 A study may scale the vocabulary down (``data.vocab_size: K``): ``restrict_vocab`` keeps the K
 most frequent training words and maps every other word to ``<unk>``, declared in the run's
 settings and shown in the audit with each split's ``<unk>`` rate, never hidden.
+
+A user's corpus (``data.files`` of a study, ``audit/data/user.py``) is read the same way
+(``prepare_files``; ``audit/data/text.py`` reads plain or gzip files, strictly UTF-8).
 """
 
 from __future__ import annotations
@@ -21,22 +24,12 @@ from pathlib import Path
 
 import torch
 
+from audit.data.text import EOS, lines, tokenise
 from audit.errors import AuditError
 from audit.files import atomic_save
 
-EOS = "<eos>"
 UNK = "<unk>"
 SPLITS = ("train", "valid", "test")
-
-
-def tokenise(path: str | os.PathLike) -> list[str]:
-    """All tokens of a file, one ``<eos>`` per line."""
-    tokens: list[str] = []
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            tokens.extend(line.split())
-            tokens.append(EOS)
-    return tokens
 
 
 def build_vocab(tokens: list[str]) -> list[str]:
@@ -65,23 +58,47 @@ class Corpus:
 
 
 def prepare(folder: str | os.PathLike) -> Corpus:
-    """Tokenise ``folder/{train,valid,test}.txt``; valid/test words unseen in train are an error."""
+    """Tokenise ``folder/{train,valid,test}.txt`` (``prepare_files``)."""
     folder = Path(folder)
+    return prepare_files({split: folder / f"{split}.txt" for split in SPLITS})
+
+
+def prepare_files(paths: dict) -> Corpus:
+    """Tokenise the files ``{split: path}`` (plain, or gzip when named ``.gz``) into a Corpus.
+
+    The vocabulary is the training split's. A valid or test word outside it becomes ``<unk>``
+    when the vocabulary has ``<unk>`` (PTB, WikiText-2 and many prepared corpora mark their rare
+    words so), and is an error otherwise: a model cannot score a word it has no id for.
+
+    Raises:
+        AuditError: one line naming the file: missing, not UTF-8 (byte offset), a split without
+            a single word, or (no ``<unk>``) the line and the first word unseen in training.
+    """
     texts = {}
     for split in SPLITS:
-        path = folder / f"{split}.txt"
-        if not path.is_file():
-            raise AuditError(f"missing corpus file {path}")
-        texts[split] = tokenise(path)
+        texts[split] = tokenise(paths[split])
+        if len(texts[split]) == texts[split].count(EOS):
+            raise AuditError(f"{paths[split]}: the {split} split has no words")
     vocab = build_vocab(texts["train"])
     index = {word: i for i, word in enumerate(vocab)}
     ids = {}
     for split, tokens in texts.items():
-        unknown = next((t for t in tokens if t not in index), None)
-        if unknown is not None:
-            raise AuditError(f"{folder / (split + '.txt')}: token {unknown!r} is not in the training vocabulary")
-        ids[split] = torch.tensor([index[t] for t in tokens], dtype=torch.int64)
+        if UNK not in index and any(t not in index for t in tokens):
+            line, word = _first_unknown(paths[split], index)
+            raise AuditError(f"{paths[split]}: line {line}: token {word!r} is not in the training vocabulary "
+                             f"(which has no {UNK} to map it to)")
+        unk = index.get(UNK)
+        ids[split] = torch.tensor([index.get(t, unk) for t in tokens], dtype=torch.int64)
     return Corpus(vocab=vocab, **ids)
+
+
+def _first_unknown(path, index: dict) -> tuple[int, str]:
+    """(line number, word) of the first word of ``path`` missing from ``index``."""
+    for number, text in lines(path):
+        for word in text.split():
+            if word not in index:
+                return number, word
+    raise AssertionError(f"{path}: no unknown word found")  # only called when one exists
 
 
 def restrict_vocab(corpus: Corpus, size: int) -> Corpus:
@@ -140,14 +157,19 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m audit prepare", description=__doc__)
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--folder", help="folder with train.txt, valid.txt, test.txt")
+    source.add_argument("--files", nargs=3, metavar=("TRAIN", "VALID", "TEST"),
+                        help="a user corpus's three files (plain text, or gzip when named .gz)")
     source.add_argument("--from-cache", help="a corpus cache written by this verb (to restrict its vocabulary)")
     parser.add_argument("--vocab-size", type=int, default=None, help="keep the K most frequent training words")
     parser.add_argument("--out", required=True, help="cache file to write (torch format)")
     args = parser.parse_args(argv)
-    corpus = prepare(args.folder) if args.folder else load(args.from_cache)
+    if args.files:
+        corpus = prepare_files(dict(zip(SPLITS, args.files)))
+    else:
+        corpus = prepare(args.folder) if args.folder else load(args.from_cache)
     if args.vocab_size is not None:
         corpus = restrict_vocab(corpus, args.vocab_size)
     save(corpus, args.out)
     sizes = ", ".join(f"{s} {len(corpus.split(s)):,} ({unk_rate(corpus, s):.2%} {UNK})" for s in SPLITS)
-    print(f"{args.folder or args.from_cache}: {len(corpus.vocab):,} types; tokens: {sizes}")
+    print(f"{args.folder or args.from_cache or ' '.join(args.files)}: {len(corpus.vocab):,} types; tokens: {sizes}")
     return 0

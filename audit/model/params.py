@@ -140,10 +140,15 @@ def _nearest(target: int, sized, below: bool = False):
 
 
 def corpus_vocab_size(study: dict, corpus: str) -> int:
-    """V of a corpus: counted from the mirror's train.txt when there is one, else pinned."""
+    """V of a corpus: a user corpus's counted from its training file (``data.files``); a
+    built-in one's counted from the mirror's train.txt when there is one, else pinned."""
     from audit.data.corpus import tokenise
     from audit.data.fetch import resolve_mirror
+    from audit.data.text import summarise
 
+    files = study.get("data", {}).get("files") or {}
+    if corpus in files:
+        return summarise(files[corpus]["train"]).types
     mirror = resolve_mirror(study.get("data", {}).get("mirror"))
     train = mirror / corpus / "train.txt" if mirror else None
     if train is not None and train.is_file():

@@ -13,6 +13,10 @@ What a study reads (the inputs of ``rules/data.smk``'s fetch rules in its DAG):
 - the word-similarity benchmarks (``sources.yaml``'s ``wordsim``), when the study trains
   language models (a corpus and a head): the evaluate job of every run scores all of them, and no
   ``evaluate:`` setting turns that off. A study without runs (published, synthetic) reads none.
+
+A corpus of the user's own files (``data.files``) is in no mirror: its files are not on stdout
+but on stderr, one line per corpus with their paths and total size, so that a copy of the
+study to another machine does not forget them.
 """
 
 from __future__ import annotations
@@ -42,14 +46,30 @@ def study_files(config: dict) -> list[str]:
         AuditError: a corpus without pinned sources, naming it.
     """
     corpora = config["data"]["corpora"]
+    own = config["data"].get("files") or {}
     files = []
     for corpus in corpora:
+        if corpus in own:  # a user corpus: not in any mirror (user_files lists it)
+            continue
         for split in SPLITS:
             source(corpus, f"{split}.txt")  # an unpinned corpus or file fails here, by name
             files.append(f"{corpus}/{split}.txt")
     if corpora and config["heads"]:  # rules/common.smk study_has_runs(): the evaluate jobs exist
         files += [f"{WORDSIM}/{name}" for name in wordsim_files()]
     return files
+
+
+def user_file_lines(config: dict) -> list[str]:
+    """One line per user corpus of a validated study: its name, its files (as the checked
+    config resolved them, in split order) and their total size."""
+    from audit.data.user import user_files
+
+    lines = []
+    for corpus, paths in user_files(config).items():
+        files = [paths[split] for split in SPLITS]
+        total = sum(Path(f).stat().st_size for f in files)
+        lines.append(f"{corpus}: your corpus, in no mirror ({total} bytes): {' '.join(files)}")
+    return lines
 
 
 def mirror_bytes(files: list[str], mirror: Path) -> int:
@@ -88,6 +108,8 @@ def main(argv: list[str]) -> int:
     files = study_files(config)
     for name in files:
         print(name)
+    for line in user_file_lines(config):
+        print(line, file=sys.stderr)
     mirror = resolve_mirror(args.mirror or config["data"]["mirror"])
     if mirror is not None:
         total = mirror_bytes(files, mirror)

@@ -129,8 +129,11 @@ def _dims(settings: dict) -> dict:
 
 def vocab_of(settings: dict) -> int:
     """V the run trains on: ``data.vocab_size`` (K, the restricted vocabulary: exactly K entries,
-    ``<unk>`` among them) when set, else the corpus's."""
+    ``<unk>`` among them) when set, else the corpus's: a user corpus's counted from its training
+    file (the run settings' ``user_corpus``, ``audit.data.user.settings_entry``)."""
     corpus = settings["corpus"]
+    if "user_corpus" in settings:
+        return settings.get("vocab_size") or settings["user_corpus"]["vocab"]
     if corpus not in VOCAB:
         raise AuditError(f"no vocabulary size for corpus {corpus!r}; known: {sorted(VOCAB)}")
     return settings.get("vocab_size") or VOCAB[corpus]
@@ -202,10 +205,15 @@ def uses_gpu(settings: dict) -> bool:
 
 
 def tokens(settings: dict, split: str) -> int:
+    """Tokens of a split the run reads (``<eos>`` included): the pinned counts of a built-in
+    corpus, a user corpus's counted from its file (``user_corpus``), cut to ``max_tokens``."""
     corpus = settings["corpus"]
-    if corpus not in SPLIT_TOKENS:
+    if "user_corpus" in settings:
+        n = settings["user_corpus"]["files"][split]["tokens"]
+    elif corpus not in SPLIT_TOKENS:
         raise AuditError(f"no token counts for corpus {corpus!r}; known: {sorted(SPLIT_TOKENS)}")
-    n = SPLIT_TOKENS[corpus][split]
+    else:
+        n = SPLIT_TOKENS[corpus][split]
     limit = (settings.get("max_tokens") or {}).get(split)
     n = min(n, limit) if limit else n
     if split == "train" and settings["train"].get("epoch_tokens"):
@@ -219,6 +227,8 @@ def seconds_per_token(settings: dict, gpu: bool) -> float:
     dims = _dims(settings)
     if gpu:
         family = head_traits(head).timing_family
+        # a user corpus has no published time: PTB's per-token rate, scaled to this model and V
+        corpus = corpus if corpus in V100_SECONDS_PER_EPOCH else "ptb"
         ref = PUBLISHED_MODEL.get((corpus, family), LK_MODEL)  # measured at the full vocabulary
         published = V100_SECONDS_PER_EPOCH[corpus][family] / SPLIT_TOKENS[corpus]["train"]
         scaled = published * macs_per_token(dims, vocab, head) / macs_per_token(ref, VOCAB[corpus], head)

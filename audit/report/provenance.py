@@ -139,11 +139,16 @@ def benchmarks(run_dirs: list[Path]) -> list[dict]:
     return rows
 
 
+USER_DATASET = "(your file)"  # the dataset column of a user corpus's file (data.files)
+
+
 def data_checksums(data_files: list[Path], data_dir: Path, sources: Path = SOURCES) -> list[dict]:
     """SHA-256 of each data file next to the one pinned in ``sources.yaml``.
 
     Args:
-        data_files: files under ``data_dir`` laid out as ``<dataset>/<file>``.
+        data_files: files under ``data_dir`` laid out as ``<dataset>/<file>``, and the files of
+            a user corpus (``data.files``) elsewhere: ``dataset`` ``(your file)``, the path as
+            ``file``, ``match`` None (nothing pins them; their SHA-256 is in their runs' settings).
         data_dir: the verified-data folder (``results/data``).
         sources: the pinned sources file.
 
@@ -153,14 +158,18 @@ def data_checksums(data_files: list[Path], data_dir: Path, sources: Path = SOURC
     pinned = yaml.safe_load(sources.read_text()) if sources.is_file() else {}
     rows = []
     for path in sorted(map(Path, data_files)):
-        rel = path.relative_to(data_dir) if path.is_relative_to(data_dir) else path
+        if not path.is_relative_to(data_dir):  # a user corpus's file: not pinned anywhere
+            rows.append({"dataset": USER_DATASET, "file": str(path), "url": "", "pinned": "",
+                         "actual": sha256_of(path), "match": None})
+            continue
+        rel = path.relative_to(data_dir)
         dataset, name = (rel.parts[0], "/".join(rel.parts[1:])) if len(rel.parts) > 1 else ("", rel.name)
         source = (pinned.get(dataset) or {}).get(name) or {}
         actual = sha256_of(path)
         rows.append({"dataset": dataset, "file": name, "url": source.get("url", ""),
                      "pinned": source.get("sha256", ""), "actual": actual,
                      "match": actual == source.get("sha256")})
-    return rows
+    return sorted(rows, key=lambda r: (r["dataset"], r["file"]))
 
 
 def collect(config_path: Path, run_dirs: list[Path], data_files: list[Path], data_dir: Path,

@@ -4,7 +4,7 @@ import torch
 
 import pytest
 
-from audit.data.corpus import EOS, build_vocab, load, prepare, tokenise
+from audit.data.corpus import SPLITS, EOS, build_vocab, load, prepare, prepare_files, tokenise
 from audit.errors import AuditError
 
 
@@ -34,7 +34,7 @@ def test_one_eos_per_line_blank_lines_included(tmp_path):
 def test_unknown_test_token_is_a_one_line_error(tmp_path):
     for split, text in {"train": "a b\n", "valid": "a\n", "test": "a zebra\n"}.items():
         (tmp_path / f"{split}.txt").write_text(text)
-    with pytest.raises(AuditError, match=r"test\.txt: token 'zebra' is not in the training vocabulary"):
+    with pytest.raises(AuditError, match=r"test\.txt: line 1: token 'zebra' is not in the training vocabulary"):
         prepare(tmp_path)
 
 
@@ -87,3 +87,66 @@ def test_restrict_vocab_on_ptb_is_frequency_ordered(ptb_corpus):
     assert counts == sorted(counts, reverse=True)
     # PTB's own <unk> (4.8% of training tokens) plus the 13% outside the 2,000 most frequent words
     assert 0.17 < unk_rate(corpus, "train") < 0.19
+
+
+def _files(tmp_path, texts: dict, gz=()) -> dict:
+    """{split: path} of a user corpus written from ``texts``; splits in ``gz`` gzip-compressed."""
+    import gzip
+
+    paths = {}
+    for split, text in texts.items():
+        path = tmp_path / (f"{split}.txt.gz" if split in gz else f"{split}.txt")
+        path.write_bytes(gzip.compress(text.encode()) if split in gz else text.encode())
+        paths[split] = path
+    return paths
+
+
+USER_TEXTS = {"train": "a a b\nc a <unk>\n", "valid": "a zebra b\n", "test": "c c\nb\n"}
+
+
+def test_gzip_and_plain_files_give_the_same_corpus(tmp_path):
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "gz").mkdir()
+    plain = prepare_files(_files(tmp_path / "plain", USER_TEXTS))
+    packed = prepare_files(_files(tmp_path / "gz", USER_TEXTS, gz=("train", "valid", "test")))
+    assert plain.vocab == packed.vocab
+    for split in SPLITS:
+        assert torch.equal(plain.split(split), packed.split(split))
+
+
+def test_user_corpus_maps_unseen_words_to_unk_when_the_vocabulary_has_it(tmp_path):
+    corpus = prepare_files(_files(tmp_path, USER_TEXTS))
+    assert corpus.vocab == ["a", EOS, "<unk>", "b", "c"]  # a x3, <eos> x2, then ties by the word
+    words = [corpus.vocab[i] for i in corpus.valid.tolist()]
+    assert words == ["a", "<unk>", "b", EOS]  # 'zebra' is not in train: <unk>
+
+
+def test_unseen_word_without_unk_names_file_line_and_token(tmp_path):
+    paths = _files(tmp_path, {"train": "a b\n", "valid": "a\n", "test": "b\nb a\na b zebra c\n"})
+    with pytest.raises(AuditError) as err:
+        prepare_files(paths)
+    assert str(err.value) == (f"{paths['test']}: line 3: token 'zebra' is not in the training vocabulary "
+                              "(which has no <unk> to map it to)")
+
+
+@pytest.mark.parametrize("text", ["", "\n\n  \n"])
+def test_an_empty_split_is_a_one_line_error(tmp_path, text):
+    paths = _files(tmp_path, {"train": "a b\n", "valid": text, "test": "a\n"})
+    with pytest.raises(AuditError, match=r"valid\.txt: the valid split has no words$"):
+        prepare_files(paths)
+
+
+def test_bad_input_leaves_no_cache_behind(tmp_path):
+    """`python -m audit prepare --files` on a bad file: the error, and no file (nor temp file) written."""
+    from audit.data.corpus import main
+
+    paths = _files(tmp_path, {"train": "a b\n", "valid": "a\n", "test": "a b\n"})
+    paths["test"].write_bytes(b"a \xc3\x28\n")  # an invalid two-byte sequence at offset 2
+    out = tmp_path / "cache" / "corpus.pt"
+    out.parent.mkdir()
+    with pytest.raises(AuditError, match=r"test\.txt: not UTF-8 text: byte 0xc3 at byte offset 2 \(line 1\)"):
+        main(["--files", *(str(paths[s]) for s in SPLITS), "--out", str(out)])
+    assert list(out.parent.iterdir()) == []
+    paths["test"].write_text("a b\n")
+    assert main(["--files", *(str(paths[s]) for s in SPLITS), "--out", str(out)]) == 0
+    assert load(out).vocab == [EOS, "a", "b"] and [p.name for p in out.parent.iterdir()] == ["corpus.pt"]

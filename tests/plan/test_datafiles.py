@@ -98,7 +98,7 @@ def test_missing_or_altered_mirror_file_is_named(mirror, tmp_path):
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"data": {"corpora": ["enwik8"]}}, "config key data.corpora[0]: 'enwik8' is not one of"),
+    ({"data": {"corpora": ["enwik8"]}}, "config key data.corpora[0]: unknown corpus 'enwik8'; built-in: ptb, wikitext-2"),
     ({"dataa": {}}, "'dataa' was unexpected"),
 ])
 def test_bad_config_is_one_line_naming_the_key(tmp_path, change, message):
@@ -109,3 +109,25 @@ def test_bad_config_is_one_line_naming_the_key(tmp_path, change, message):
     assert proc.returncode == 1 and proc.stdout == ""
     assert len(proc.stderr.splitlines()) == 1
     assert proc.stderr.startswith(f"error: {path}: ") and message in proc.stderr
+
+
+def test_a_user_corpus_is_listed_apart_from_the_mirror_files(tmp_path, mirror):
+    """A user corpus's files are in no mirror: not on stdout (rsync --files-from), but named on
+    stderr with their size; the built-in corpus beside it and wordsim stay on stdout."""
+    texts = {"train": "a b\n", "valid": "a\n", "test": "b a\n"}
+    for split, text in texts.items():
+        (tmp_path / f"{split}.txt").write_text(text)
+    config = yaml.safe_load((REPO / "configs" / "smoke.yaml").read_text())
+    config["data"]["corpora"] = ["mytext", "ptb"]
+    config["data"]["files"] = {"mytext": {s: f"{s}.txt" for s in texts}}
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump(config))
+    proc = data_files(str(path), "--mirror", str(mirror), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[:3] == ["ptb/train.txt", "ptb/valid.txt", "ptb/test.txt"]
+    assert len(proc.stdout.splitlines()) == 3 + 13
+    first = proc.stderr.splitlines()[0]
+    size = sum(len(t) for t in texts.values())
+    assert first == (f"mytext: your corpus, in no mirror ({size} bytes): "
+                     + " ".join(str(tmp_path / f"{s}.txt") for s in texts))
+    assert proc.stderr.splitlines()[1].startswith("16 files, ")

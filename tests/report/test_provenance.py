@@ -63,6 +63,16 @@ def test_data_checksums_against_pinned(tmp_path):
     assert rows[1]["actual"] == hashlib.sha256(b"x\n").hexdigest()
 
 
+def test_a_user_corpus_file_is_recorded_unpinned(tmp_path):
+    """A file of data.files (outside the data folder): its SHA-256, no pin, match None (not False)."""
+    own = tmp_path / "texts" / "train.txt"
+    own.parent.mkdir()
+    own.write_text("my words\n")
+    rows = provenance.data_checksums([own], tmp_path / "data", tmp_path / "sources.yaml")
+    assert rows == [{"dataset": "(your file)", "file": str(own), "url": "", "pinned": "",
+                     "actual": hashlib.sha256(b"my words\n").hexdigest(), "match": None}]
+
+
 def test_collect_reads_run_times_and_config(tmp_path):
     run = tmp_path / "runs" / "ptb" / "softmax" / "1"
     run.mkdir(parents=True)
