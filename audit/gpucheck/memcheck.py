@@ -27,16 +27,14 @@ import tempfile
 import time
 from pathlib import Path
 
-# (config, arm: None = the plan's largest, jobs, train overrides). The largest arms check the plan
-# where memory binds; the named heads each have their own floats per vocabulary entry in
-# heads/traits.py (SigSoftmax/GSS 9, PLIF 3, Mixtape), planned, not yet measured; the Transformer
-# also at fp32, its plan's other precision. WT2 last: its 33,278^2 eigensolve is slow.
+# (config, arm, jobs, train overrides); arm None: the plan's largest arm; EACH_HEAD: one arm of
+# every other head of the config (each head has its own floats per vocabulary entry in
+# heads/traits.py, the GPU's figure only where measured). The Transformer also at fp32, its plan's
+# other precision. WT2 last: its 33,278^2 eigensolve is slow.
+EACH_HEAD = "each head"
 MEMORY_JOBS = [
     ("paper-ptb", None, ("train", "evaluate"), {}),
-    ("paper-ptb", "sigsoftmax", ("train",), {}),
-    ("paper-ptb", "gss", ("train",), {}),
-    ("paper-ptb", "plif", ("train",), {}),
-    ("paper-ptb", "mixtape", ("train",), {}),
+    ("paper-ptb", EACH_HEAD, ("train",), {}),
     ("transformer-paper", None, ("train", "evaluate"), {}),
     ("transformer-paper", None, ("train",), {"precision": "fp32"}),
     ("paper-wt2", None, ("train", "evaluate"), {}),
@@ -134,13 +132,34 @@ def evaluate_peak(settings: dict, corpus: str, cfg, state: dict) -> tuple[int, i
     return torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved(), spec.m
 
 
+def expand(jobs: list[tuple]) -> list[tuple]:
+    """``jobs`` with each ``EACH_HEAD`` entry replaced by one entry per head of its config: the
+    config's first arm of that head, less the largest arm's head (measured by its own entry)."""
+    from audit.config import load_study
+    from audit.gpucheck.common import REPO
+
+    out = []
+    for name, arm, kinds, overrides in jobs:
+        if arm != EACH_HEAD:
+            out.append((name, arm, kinds, overrides))
+            continue
+        config = load_study(REPO / "configs" / f"{name}.yaml")
+        first = {}
+        for entry in config["heads"]:
+            first.setdefault(entry["head"], entry["name"])
+        largest = largest_arm(config, "train")["arm"]
+        largest_head = next(e["head"] for e in config["heads"] if e["name"] == largest)
+        out += [(name, arm_name, kinds, overrides) for head, arm_name in first.items() if head != largest_head]
+    return out
+
+
 def run(result, budget: float, simulated: bool, jobs: list[tuple] | None = None) -> None:
     import torch
 
     deadline = time.time() + budget
     rows = []
     with tempfile.TemporaryDirectory(prefix="audit-gpu-check-") as tmp:
-        for name, arm, kinds, overrides in jobs or MEMORY_JOBS:
+        for name, arm, kinds, overrides in expand(jobs or MEMORY_JOBS):
             label = " ".join([name] + ([arm] if arm else []) + [f"{k}={v}" for k, v in overrides.items()])
             if time.time() > deadline:
                 result.note(f"{label}: out of time, not measured")

@@ -37,3 +37,18 @@ def test_named_arms_and_overrides_are_what_is_planned_and_measured():
     assert rows[1]["planned_gb"] == pytest.approx(planned_gb("transformer-paper", "mos", "train", precision="fp32"))
     for r in rows:
         assert r["allocated_gb"] > 0 and r["ratio"] == pytest.approx(r["allocated_gb"] / r["planned_gb"])
+
+
+def test_each_head_is_one_arm_per_other_head_in_config_order():
+    config = load_study(REPO / "configs" / "paper-ptb.yaml")
+    largest = memcheck.largest_arm(config, "train")["arm"]
+    jobs = memcheck.expand([("paper-ptb", None, ("train", "evaluate"), {}),
+                            ("paper-ptb", memcheck.EACH_HEAD, ("train",), {})])
+    assert jobs[0] == ("paper-ptb", None, ("train", "evaluate"), {})
+    arms = [arm for _, arm, kinds, _ in jobs[1:]]
+    assert all(kinds == ("train",) for _, _, kinds, _ in jobs[1:])
+    # paper-ptb's heads in config order, each once (mos_fair is a second arm of head mos), less
+    # the largest arm's head
+    assert largest == "mos"
+    assert arms == ["softmax", "sigsoftmax", "gss", "plif", "plif_frozen", "moc", "mos_uniform", "mixtape",
+                    "softmax_matched"]
