@@ -37,6 +37,8 @@ from audit.device import resolve_device
 # eval.json's reason for a run without f_logits_* columns
 F_LOGITS_NOTE = ("not measured: the head has no transformed_logits() (HeadProtocol: no logits after an "
                  "element-wise map whose spectrum to read)")
+# eval.json's reason for a run without word-similarity scores (data.tokenizer: bpe)
+WORDSIM_SUBWORD_NOTE = "not applicable: subword vocabulary (a word's embedding is not one row)"
 
 
 def load_model(path: str | os.PathLike, device: torch.device) -> tuple[LanguageModel, list[str]]:
@@ -47,9 +49,6 @@ def load_model(path: str | os.PathLike, device: torch.device) -> tuple[LanguageM
 
 
 @torch.no_grad()
-WORDSIM_SUBWORD_NOTE = "not applicable: subword vocabulary (a word's embedding is not one row)"
-
-
 def stream_rows(model: LanguageModel, ids: torch.Tensor, bptt: int, limit: int | None,
                 transformed: bool = False, totals: dict | None = None,
                 observers: tuple = ()) -> Iterator[torch.Tensor]:
