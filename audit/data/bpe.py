@@ -13,13 +13,17 @@ bool; ``<eos>`` counts as a word, as in the word corpus), so that a perplexity p
 the same NLL sum over the number of words scored (``words_scored``) and can be compared with a
 word-vocabulary run's.
 
-Determinism: the trainer is given the lines in file order, a fixed byte alphabet
-(``ByteLevel.alphabet()``, all 256 bytes, so no test text is ever unencodable) and no
-randomness to draw from; its merge order is count, then the pair itself, so two trainings on
-the same text give the same merges (``tests/data/test_bpe.py`` trains twice in separate
-processes, whose hash seeds differ). The ids are then re-numbered by descending training
-count, ties by the token string, so that id order is frequency order as in the word corpus
-(Mixtape's frequent-token gates rely on it).
+Determinism: BPE training draws no random numbers, so there is no seed to set; what could vary
+is the order of the trainer's hash maps (a new random state per process) and thus the choice
+between pairs of equal count. The trainer is given the lines in file order, the full byte
+alphabet up front (``ByteLevel.alphabet()``, all 256 bytes, which also makes every test text
+encodable) and ``min_frequency=2``; ``tokenizers``' BpeTrainer then picks the most frequent pair
+with ties broken by the pair's ids, not by map order. This is checked, not assumed:
+``tests/data/test_bpe.py`` trains twice in separate processes with different hash seeds and
+requires identical merges and an identical tokenizer JSON (PTB's train split at K = 300 gave
+the same merges' SHA-256 in two processes, too). The ids are then re-numbered by descending
+training count, ties by the token string, so that id order is frequency order as in the word
+corpus (Mixtape's frequent-token gates rely on it).
 
 ``tokenizers`` is imported here only, when a BPE corpus is prepared, so planning stays light.
 """
