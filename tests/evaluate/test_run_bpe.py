@@ -59,6 +59,8 @@ def test_perplexity_per_word_is_the_same_nll_over_the_words(bpe_run, mirror):
 
 
 def test_per_word_fields_by_hand():
-    ends = torch.tensor([True, False, True, True, False, True])   # positions 1..5 predicted: 3 words end there
+    # positions 1..5 predicted; words end at 2 and 3 there (position 0's word is never scored, and
+    # the word still open at position 5 is not complete)
+    ends = torch.tensor([True, False, True, True, False, False, True])
     fields = per_word_fields(6.0, 5, ends)
-    assert fields == {"test_words": 3, "test_ppl_per_word": pytest.approx(math.exp(2.0))}
+    assert fields == {"test_words": 2, "test_ppl_per_word": pytest.approx(math.exp(3.0))}
