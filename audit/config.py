@@ -172,6 +172,7 @@ def check_study(config: dict, source: str = "config", base: str | Path | None = 
     schema = read_schema()
     config = _validated(schema, config, source)
     check_user_corpora(config, source, base)
+    _check_tokenizer(config, source)
     config["heads"] = expand_grids(config["heads"], source)
     _check_semantics(config, schema, source)
     if isinstance(config["seeds"], dict):  # a sequential schedule (audit/stats/sequential/schedule.py)
@@ -408,6 +409,26 @@ def head_entry(config: dict, name: str) -> dict:
     raise AuditError(f"no head named {name!r} in study {config['study']!r}")
 
 
+def is_bpe(config: dict) -> bool:
+    """Whether the study's runs train on a byte-level BPE vocabulary (``data.tokenizer: bpe``;
+    the key is x-default ``word``, never written into a config, so older studies stay as they were)."""
+    return config["data"].get("tokenizer", "word") == "bpe"
+
+
+def _check_tokenizer(config: dict, source: str) -> None:
+    """``data.tokenizer: bpe`` needs ``data.vocab_size`` (K subword tokens, at least the 256 bytes and
+    ``<eos>``: ``audit.data.bpe.MIN_VOCAB``, repeated here so the check stays torch- and tokenizers-free)."""
+    if not is_bpe(config):
+        return
+    size = config["data"]["vocab_size"]
+    if size is None:
+        raise AuditError(f"{source}: config key data.vocab_size is required with data.tokenizer: bpe "
+                         "(the number of subword tokens, e.g. 10000)")
+    if size < 257:
+        raise AuditError(f"{source}: config key data.vocab_size: {size} is below 257, the byte-level BPE's "
+                         "256 bytes and <eos> (data.tokenizer: bpe)")
+
+
 def run_settings(config: dict, corpus: str, name: str, seed: int) -> dict:
     """Everything one run's train and evaluate jobs depend on, as a JSON-serialisable dict (the
     jobs' resources are sized from it). The train job's params are ``train_settings`` of it, the
@@ -432,6 +453,8 @@ def run_settings(config: dict, corpus: str, name: str, seed: int) -> dict:
     }
     if config["data"]["vocab_size"] is not None:  # only then, so full-vocabulary runs keep their settings
         settings["vocab_size"] = config["data"]["vocab_size"]
+    if is_bpe(config):  # only then, so word-vocabulary runs keep their settings
+        settings["tokenizer"] = "bpe"
     if is_user_corpus(config, corpus):  # only then, so the built-in corpora's runs keep their settings
         settings["user_corpus"] = user_settings_entry(config["data"]["files"][corpus])
     if "grid_point" in entry:  # only grid arms carry these, so other runs' settings stay as they were

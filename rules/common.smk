@@ -44,8 +44,11 @@ RESULTS = f"results/{STUDY}"  # run artefacts (ignored by git)
 REPORTS = f"reports/{STUDY}"  # the audit and its tables
 DATA = "results/data"  # verified copies of the data, shared by all studies
 RUN_DIR = RESULTS + "/runs/{corpus}/{head}/{seed}"
-# the id tensors the runs train on: the full vocabulary, or its K most frequent words (data.vocab_size)
+# the id tensors the runs train on: the full vocabulary, or its K most frequent words (data.vocab_size),
+# or a byte-level BPE of K subword tokens (data.tokenizer: bpe; its tokenizer JSON lies beside it)
 CORPUS_FILE = DATA + ("/{corpus}/corpus.pt" if config["data"]["vocab_size"] is None
+                      else f"/{{corpus}}/corpus_bpe{config['data']['vocab_size']}.pt"
+                      if config["data"].get("tokenizer", "word") == "bpe"
                       else f"/{{corpus}}/corpus_v{config['data']['vocab_size']}.pt")
 # a user corpus (data.files): its files as the study gives them, so its cache is the study's own
 USER_FILES = _user_files(config)  # {corpus: {split: absolute path}}

@@ -49,6 +49,21 @@ rule restrict_corpus:  # data.vocab_size: K most frequent training words, the re
         "python -m audit prepare --from-cache {input} --vocab-size {wildcards.vocab} --out {output} > {log} 2>&1"
 
 
+rule prepare_corpus_bpe:  # data.tokenizer: bpe: a byte-level BPE of K tokens, trained on train.txt only
+    input:
+        expand(f"{DATA}/{{{{corpus}}}}/{{split}}.txt", split=["train", "valid", "test"]),
+    output:
+        corpus=f"{DATA}/{{corpus}}/corpus_bpe{{vocab}}.pt",
+        tokenizer=f"{DATA}/{{corpus}}/corpus_bpe{{vocab}}.json",
+    wildcard_constraints:
+        vocab="[0-9]+",
+    log:
+        "logs/data/prepare/{corpus}_bpe{vocab}.log",
+    shell:
+        "python -m audit prepare --folder {DATA}/{wildcards.corpus} --tokenizer bpe --vocab-size {wildcards.vocab} "
+        "--tokenizer-out {output.tokenizer} --out {output.corpus} > {log} 2>&1"
+
+
 # A user corpus (data.files): its own files are the inputs, so editing one reruns what depends on it.
 rule prepare_user_corpus:
     input:
@@ -74,3 +89,20 @@ rule restrict_user_corpus:  # data.vocab_size on a user corpus, as restrict_corp
         f"logs/{STUDY}/data/prepare/{{corpus}}_v{{vocab}}.log",
     shell:
         "python -m audit prepare --from-cache {input} --vocab-size {wildcards.vocab} --out {output} > {log} 2>&1"
+
+
+rule prepare_user_corpus_bpe:  # data.tokenizer: bpe on a user corpus, as prepare_corpus_bpe
+    input:
+        train=lambda wildcards: USER_FILES[wildcards.corpus]["train"],
+        valid=lambda wildcards: USER_FILES[wildcards.corpus]["valid"],
+        test=lambda wildcards: USER_FILES[wildcards.corpus]["test"],
+    output:
+        corpus=f"{RESULTS}/data/{{corpus}}/corpus_bpe{{vocab}}.pt",
+        tokenizer=f"{RESULTS}/data/{{corpus}}/corpus_bpe{{vocab}}.json",
+    wildcard_constraints:
+        vocab="[0-9]+",
+    log:
+        f"logs/{STUDY}/data/prepare/{{corpus}}_bpe{{vocab}}.log",
+    shell:
+        "python -m audit prepare --files {input.train:q} {input.valid:q} {input.test:q} --tokenizer bpe "
+        "--vocab-size {wildcards.vocab} --tokenizer-out {output.tokenizer} --out {output.corpus} > {log} 2>&1"

@@ -12,6 +12,10 @@ settings and shown in the audit with each split's ``<unk>`` rate, never hidden.
 
 A user's corpus (``data.files`` of a study, ``audit/data/user.py``) is read the same way
 (``prepare_files``; ``audit/data/text.py`` reads plain or gzip files, strictly UTF-8).
+
+A study may instead use a byte-level BPE of K subword tokens (``data.tokenizer: bpe``,
+``audit/data/bpe.py``): its corpus also records which tokens end a word (``word_end``), so a
+perplexity per word can be reported beside the one per token.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -40,12 +44,19 @@ def build_vocab(tokens: list[str]) -> list[str]:
 
 @dataclass
 class Corpus:
-    """A tokenised corpus: the vocabulary and one 1-D int64 id tensor per split."""
+    """A tokenised corpus: the vocabulary and one 1-D int64 id tensor per split. A subword corpus
+    (``audit/data/bpe.py``) also has ``word_end``: per split, shape (n,) bool, whether each token
+    ends a word of the word corpus; empty for a word corpus, where every token is a word."""
 
     vocab: list[str]
     train: torch.Tensor
     valid: torch.Tensor
     test: torch.Tensor
+    word_end: dict = field(default_factory=dict)
+
+    @property
+    def subword(self) -> bool:
+        return bool(self.word_end)
 
     @property
     def word_to_id(self) -> dict[str, int]:
@@ -142,15 +153,18 @@ def unk_rate(corpus: Corpus, split: str) -> float:
 
 
 def save(corpus: Corpus, path: str | os.PathLike) -> None:
-    """Write the id tensors and vocabulary atomically."""
-    atomic_save({"vocab": corpus.vocab, **{s: corpus.split(s) for s in SPLITS}}, path)
+    """Write the id tensors and vocabulary (and a subword corpus's ``word_end``) atomically."""
+    blob = {"vocab": corpus.vocab, **{s: corpus.split(s) for s in SPLITS}}
+    blob |= {f"word_end_{s}": ends for s, ends in corpus.word_end.items()}  # none for a word corpus
+    atomic_save(blob, path)
 
 
 def load(path: str | os.PathLike) -> Corpus:
     if not Path(path).is_file():
         raise AuditError(f"missing corpus cache {path}; run the data rules first")
     blob = torch.load(path, weights_only=True)
-    return Corpus(vocab=list(blob["vocab"]), **{s: blob[s] for s in SPLITS})
+    word_end = {s: blob[f"word_end_{s}"] for s in SPLITS if f"word_end_{s}" in blob}
+    return Corpus(vocab=list(blob["vocab"]), **{s: blob[s] for s in SPLITS}, word_end=word_end)
 
 
 def main(argv: list[str]) -> int:
@@ -160,9 +174,15 @@ def main(argv: list[str]) -> int:
     source.add_argument("--files", nargs=3, metavar=("TRAIN", "VALID", "TEST"),
                         help="a user corpus's three files (plain text, or gzip when named .gz)")
     source.add_argument("--from-cache", help="a corpus cache written by this verb (to restrict its vocabulary)")
-    parser.add_argument("--vocab-size", type=int, default=None, help="keep the K most frequent training words")
+    parser.add_argument("--vocab-size", type=int, default=None,
+                        help="word: keep the K most frequent training words; bpe: K subword tokens")
+    parser.add_argument("--tokenizer", choices=["word", "bpe"], default="word",
+                        help="bpe: train a byte-level BPE of --vocab-size tokens on the train split (audit/data/bpe.py)")
+    parser.add_argument("--tokenizer-out", help="bpe: where to write the tokenizer's JSON (default: OUT with .json)")
     parser.add_argument("--out", required=True, help="cache file to write (torch format)")
     args = parser.parse_args(argv)
+    if args.tokenizer == "bpe":
+        return _main_bpe(args)
     if args.files:
         corpus = prepare_files(dict(zip(SPLITS, args.files)))
     else:
@@ -172,4 +192,23 @@ def main(argv: list[str]) -> int:
     save(corpus, args.out)
     sizes = ", ".join(f"{s} {len(corpus.split(s)):,} ({unk_rate(corpus, s):.2%} {UNK})" for s in SPLITS)
     print(f"{args.folder or args.from_cache or ' '.join(args.files)}: {len(corpus.vocab):,} types; tokens: {sizes}")
+    return 0
+
+
+def _main_bpe(args) -> int:
+    """``prepare --tokenizer bpe``: train the BPE on the train file, encode, save both atomically."""
+    from audit.data.bpe import prepare_bpe
+
+    if args.vocab_size is None:
+        raise AuditError("--tokenizer bpe needs --vocab-size (config key data.vocab_size)")
+    if args.from_cache:
+        raise AuditError("--tokenizer bpe reads the text (--folder or --files), not --from-cache")
+    paths = dict(zip(SPLITS, args.files)) if args.files else {s: Path(args.folder) / f"{s}.txt" for s in SPLITS}
+    out = Path(args.out)
+    blob = prepare_bpe(paths, args.vocab_size, args.tokenizer_out or out.with_suffix(".json"))
+    corpus = Corpus(vocab=blob["vocab"], **{s: blob[s] for s in SPLITS},
+                    word_end={s: blob[f"word_end_{s}"] for s in SPLITS})
+    save(corpus, out)
+    sizes = ", ".join(f"{s} {len(corpus.split(s)):,} tokens / {int(corpus.word_end[s].sum()):,} words" for s in SPLITS)
+    print(f"{args.folder or ' '.join(args.files)}: byte-level BPE of {len(corpus.vocab):,} tokens; {sizes}")
     return 0

@@ -19,7 +19,10 @@ Perplexity is ``exp(-mean log p)`` over the scored tokens (shape (N,) ids). The 
 corpus: ``corpus, vocab_size, n_train, n_valid, n_test`` (tokens scored), ``unk_rate_<split>``
 (share of the whole split that is ``<unk>``), ``unigram_add``, ``unigram_valid_ppl``,
 ``unigram_ppl`` (test), ``bigram_k``, ``bigram_k_grid``, ``bigram_valid_ppl``, ``bigram_ppl``
-(test). Torch is imported only to read the corpus file.
+(test). A subword corpus (``data.tokenizer: bpe``, ``audit/data/bpe.py``) adds ``n_test_words``
+(the words whose last token is scored), ``unigram_ppl_per_word`` and ``bigram_ppl_per_word``: the
+same test NLL sum over the words, as the runs' ``test_ppl_per_word``; a table of word corpora
+alone has no such columns. Torch is imported only to read the corpus file.
 """
 
 from __future__ import annotations
@@ -38,6 +41,15 @@ SPLITS = ("train", "valid", "test")
 COLUMNS = ["corpus", "vocab_size", "n_train", "n_valid", "n_test", "unk_rate_train", "unk_rate_valid",
            "unk_rate_test", "unigram_add", "unigram_valid_ppl", "unigram_ppl", "bigram_k", "bigram_k_grid",
            "bigram_valid_ppl", "bigram_ppl"]
+
+
+PER_WORD_COLUMNS = ["n_test_words", "unigram_ppl_per_word", "bigram_ppl_per_word"]
+
+
+def per_word_ppl(ppl: float, tokens: int, words: int) -> float:
+    """A perplexity over ``tokens`` scored tokens re-expressed per word: the NLL sum
+    ``tokens * log(ppl)`` over ``words``."""
+    return float(math.exp(tokens * math.log(ppl) / words))
 
 
 def unigram_ppl(train: np.ndarray, scored: np.ndarray, vocab_size: int, add: float = UNIGRAM_ADD) -> float:
@@ -62,7 +74,8 @@ def bigram_ppl(train: np.ndarray, scored: np.ndarray, vocab_size: int, k: float,
 
 
 def corpus_baselines(name: str, vocab: list[str], splits: dict[str, np.ndarray],
-                     max_valid: int | None = None, max_test: int | None = None) -> dict:
+                     max_valid: int | None = None, max_test: int | None = None,
+                     test_word_end: np.ndarray | None = None) -> dict:
     """The baselines row of one corpus.
 
     Args:
@@ -70,6 +83,9 @@ def corpus_baselines(name: str, vocab: list[str], splits: dict[str, np.ndarray],
         vocab: the vocabulary (id -> word); must hold ``<eos>``.
         splits: ``train``, ``valid``, ``test`` -> shape (n,) int ids.
         max_valid, max_test: score only the first N tokens of these splits (None: all).
+        test_word_end: a subword corpus's test ``word_end`` (shape (n,) bool): adds the per-word
+            figures (``PER_WORD_COLUMNS``); every test token is scored, so a word counts when its
+            last token is among the first ``max_test``.
     """
     from audit.data.corpus import EOS, UNK
 
@@ -93,6 +109,10 @@ def corpus_baselines(name: str, vocab: list[str], splits: dict[str, np.ndarray],
                unigram_ppl=unigram_ppl(train, test, size), bigram_k=best,
                bigram_k_grid=" ".join(f"{k:g}" for k in K_GRID), bigram_valid_ppl=valid_ppl[best],
                bigram_ppl=bigram_ppl(train, test, size, best, eos))
+    if test_word_end is not None:
+        words = int(np.asarray(test_word_end, dtype=bool)[:len(test)].sum())
+        row.update(n_test_words=words, unigram_ppl_per_word=per_word_ppl(row["unigram_ppl"], len(test), words),
+                   bigram_ppl_per_word=per_word_ppl(row["bigram_ppl"], len(test), words))
     return row
 
 
@@ -128,8 +148,10 @@ def main(argv: list[str]) -> int:
             raise AuditError(f"--corpus {item!r}: expected NAME=FILE")
         corpus = load(path)
         splits = {s: corpus.split(s).numpy() for s in SPLITS}
-        rows.append(corpus_baselines(name, corpus.vocab, splits, args.max_valid, args.max_test))
-    table = pd.DataFrame(rows, columns=COLUMNS)
+        word_end = corpus.word_end["test"].numpy() if corpus.subword else None
+        rows.append(corpus_baselines(name, corpus.vocab, splits, args.max_valid, args.max_test, word_end))
+    subword = any("n_test_words" in r for r in rows)   # only then, so word corpora's tables stay as they were
+    table = pd.DataFrame(rows, columns=COLUMNS + (PER_WORD_COLUMNS if subword else []))
     write_table(table, args.out)
     for r in rows:
         print(f"{r['corpus']} (K = {r['vocab_size']:,}): unigram {r['unigram_ppl']:.1f}, "

@@ -37,6 +37,8 @@ from audit.device import resolve_device
 # eval.json's reason for a run without f_logits_* columns
 F_LOGITS_NOTE = ("not measured: the head has no transformed_logits() (HeadProtocol: no logits after an "
                  "element-wise map whose spectrum to read)")
+# eval.json's reason for a run without word-similarity scores (data.tokenizer: bpe)
+WORDSIM_SUBWORD_NOTE = "not applicable: subword vocabulary (a word's embedding is not one row)"
 
 
 def load_model(path: str | os.PathLike, device: torch.device) -> tuple[LanguageModel, list[str]]:
@@ -84,6 +86,28 @@ def stream_rows(model: LanguageModel, ids: torch.Tensor, bptt: int, limit: int |
             rows = model.head.transformed_logits(dropped)[:, 0] if transformed else log_probs
             emitted += take
             yield rows[:take].float()
+
+
+def per_word_fields(nll_sum: float, tokens: int, word_end: torch.Tensor) -> dict:
+    """``test_words`` and ``test_ppl_per_word`` = exp(nll_sum / words) of a subword corpus's test split.
+
+    The model predicted positions 1 .. ``tokens`` of the test ids (position 0 is never predicted);
+    a word counts as scored when its last token is among them (``audit.data.bpe.words_scored``), so
+    on the full split the count is the word corpus's own number of scored tokens, and the figure
+    compares with a word-vocabulary run's ``test_ppl``. Only subword corpora record it: for a word
+    corpus every token is a word and it would equal ``test_ppl``.
+
+    Args:
+        nll_sum: the summed test NLL in nats (test_loss x test_tokens).
+        tokens: the number of predicted positions.
+        word_end: shape (n,) bool, the test split's ``word_end`` (n >= tokens + 1).
+    """
+    from audit.data.bpe import words_scored
+
+    words = words_scored(word_end, 1, 1 + tokens)
+    if words == 0:
+        raise AuditError("the scored test tokens end no word: no perplexity per word")
+    return {"test_words": words, "test_ppl_per_word": perplexity(nll_sum / words)}
 
 
 def sentence_index(ids: torch.Tensor, vocab: list[str]) -> tuple[torch.Tensor, np.ndarray]:
@@ -194,6 +218,8 @@ def evaluate_run(run_dir: str | os.PathLike, corpus_path: str, wordsim_dir: str,
         result.update(test_loss=float(totals["nll"]) / totals["tokens"], test_tokens=totals["tokens"],
                       contexts=logp.m, vocab_size=logp.n)
         result["test_ppl"] = perplexity(result["test_loss"])
+        if corpus.subword:  # a BPE corpus: the same NLL sum per word too (audit/data/bpe.py)
+            result.update(per_word_fields(float(totals["nll"]), totals["tokens"], corpus.word_end["test"][: test.numel()]))
         result.update(spectrum.rank_summary(logp, ""))
         arrays["log_p_sv"] = logp.sv
         if share is not None:
@@ -225,11 +251,14 @@ def evaluate_run(run_dir: str | os.PathLike, corpus_path: str, wordsim_dir: str,
                                       threshold=options["jacobian"]["threshold"])
             arrays["jacobian_mean_normalised_sv"] = jac.mean_normalised_sv
             result["jacobian_fraction_below"] = jac.fraction_below
-        vectors = model.encoder.weight.detach().cpu().numpy()
-        pairs, scores = wordsim.pairs_and_scores(vectors, vocab, wordsim_dir)
-        result["wordsim"] = dict(zip(scores["benchmark"], scores["spearman"]))
-        result["wordsim_found"] = {b: int(f) for b, f in zip(scores["benchmark"], scores["found"])}
-        result["wordsim_pairs"] = {b: int(p) for b, p in zip(scores["benchmark"], scores["pairs"])}
+        if corpus.subword:
+            result["wordsim_note"] = WORDSIM_SUBWORD_NOTE
+        else:
+            vectors = model.encoder.weight.detach().cpu().numpy()
+            pairs, scores = wordsim.pairs_and_scores(vectors, vocab, wordsim_dir)
+            result["wordsim"] = dict(zip(scores["benchmark"], scores["spearman"]))
+            result["wordsim_found"] = {b: int(f) for b, f in zip(scores["benchmark"], scores["found"])}
+            result["wordsim_pairs"] = {b: int(p) for b, p in zip(scores["benchmark"], scores["pairs"])}
     out.mkdir(parents=True, exist_ok=True)
     save_npz(out / "spectrum.npz", arrays)
     save_npz(out / "sentences.npz", sentences)

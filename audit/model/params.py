@@ -163,13 +163,16 @@ def vocab_size(study: dict, corpus: str) -> int:
 
     The workflow's ``restrict_corpus`` rule (``audit.data.corpus.restrict_vocab``) keeps exactly K
     entries: the K most frequent training words, or the K - 1 most frequent and ``<unk>`` when
-    ``<unk>`` is not among them; ``<eos>`` counts as a word. No special is added beyond K.
+    ``<unk>`` is not among them; ``<eos>`` counts as a word. No special is added beyond K. With
+    ``data.tokenizer: bpe`` V is K, the byte-level BPE's exact size (``audit.data.bpe``).
 
     Raises:
         AuditError: K outside 2..V of the corpus (the error restrict_vocab would give later).
     """
-    full = corpus_vocab_size(study, corpus)
     size = study.get("data", {}).get("vocab_size")
+    if study.get("data", {}).get("tokenizer") == "bpe":  # K subword tokens, exactly (audit/data/bpe.py)
+        return size
+    full = corpus_vocab_size(study, corpus)
     if size is None:
         return full
     if not 2 <= size <= full:

@@ -23,7 +23,7 @@ import yaml
 from audit.files import sha256_of
 
 PACKAGES = ["bottleneck-audit", "torch", "numpy", "scipy", "pandas", "statsmodels", "matplotlib",
-            "jinja2", "snakemake", "pyyaml", "jsonschema"]
+            "jinja2", "snakemake", "pyyaml", "jsonschema", "tokenizers"]
 SOURCES = Path(__file__).resolve().parent.parent / "data" / "sources.yaml"
 
 

@@ -148,17 +148,22 @@ def coverage_table(run_dirs: list[Path]) -> pd.DataFrame:
         run_dirs: run folders ``.../<corpus>/<head>/<seed>`` holding ``eval.json``.
 
     Returns:
-        [corpus, benchmark, pairs, found, coverage, oov_pairs, runs, consistent]: pairs in the
+        [corpus, benchmark, pairs, found, coverage, oov_pairs, runs, consistent, note]: pairs in the
         benchmark, pairs with both words in the vocabulary (the vocabulary is the corpus's, so
-        every run of a corpus should agree; ``consistent`` says whether they did).
+        every run of a corpus should agree; ``consistent`` says whether they did). A corpus whose
+        runs were not scored (a subword vocabulary: eval.json's ``wordsim_note``) has one row,
+        benchmark "all", with that reason in ``note`` and no counts.
     """
     seen: dict[tuple[str, str], list[tuple[int, int]]] = {}
+    notes: dict[str, tuple[str, int]] = {}
     for run_dir in map(Path, run_dirs):
         path = run_dir / "eval.json"
         if not path.is_file():
             raise AuditError(f"missing {path}: the run was not evaluated")
         result = json.loads(path.read_text())
         corpus = run_dir.parent.parent.name
+        if result.get("wordsim_note"):
+            notes[corpus] = (result["wordsim_note"], notes.get(corpus, ("", 0))[1] + 1)
         for bench, total in sorted((result.get("wordsim_pairs") or {}).items()):
             found = (result.get("wordsim_found") or {}).get(bench)
             if found is not None:
@@ -168,9 +173,12 @@ def coverage_table(run_dirs: list[Path]) -> pd.DataFrame:
         total, found = values[0]
         rows.append({"corpus": corpus, "benchmark": bench, "pairs": total, "found": found,
                      "coverage": found / total if total else math.nan, "oov_pairs": total - found,
-                     "runs": len(values), "consistent": len(set(values)) == 1})
+                     "runs": len(values), "consistent": len(set(values)) == 1, "note": ""})
+    for corpus, (note, runs) in sorted(notes.items()):
+        rows.append({"corpus": corpus, "benchmark": "all", "pairs": math.nan, "found": math.nan,
+                     "coverage": math.nan, "oov_pairs": math.nan, "runs": runs, "consistent": True, "note": note})
     return pd.DataFrame(rows, columns=["corpus", "benchmark", "pairs", "found", "coverage",
-                                       "oov_pairs", "runs", "consistent"])
+                                       "oov_pairs", "runs", "consistent", "note"])
 
 
 def topk_table(run_dirs: list[Path]) -> pd.DataFrame:

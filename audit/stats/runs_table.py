@@ -39,6 +39,8 @@ EXTRA_COLUMNS = [  # present when the head has an element-wise transform f of th
     "hidden_gap_ratio", "hidden_gap_expected", "hidden_gap_miss", "hidden_gap_residual", "hidden_gap_ok",
     # why a measurement is missing: "not measured: ..." where the head or body does not support it
     "hidden_gap_note", "f_logits_note", "output_spectrum_note",
+    # a subword (BPE) corpus: the test NLL sum over its words too (audit/evaluate/run.py per_word_fields)
+    "test_words", "test_ppl_per_word",
 ]
 # the body each run's head sat on (model.body: a registered body or an import path); runs
 # recorded before bodies existed sat on the schema's default body

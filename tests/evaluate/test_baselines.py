@@ -75,3 +75,29 @@ def test_verb_writes_the_table(tmp_path):
     assert list(table.columns) == bl.COLUMNS
     assert table.loc[0, "unigram_ppl"] == pytest.approx((9 ** 3 / (4.5 * 1.5 * 2.5)) ** (1 / 3))
     assert main(["baselines", "--corpus", "toy", "--out", str(tmp_path / "x.csv")]) == 1
+
+
+def test_subword_corpus_gets_per_word_figures_by_hand(tmp_path):
+    """TEST read as subwords: "a b" one word (a does not end it), then <eos>: 3 tokens, 2 words."""
+    torch = pytest.importorskip("torch")
+    from audit.__main__ import main
+    from audit.data.corpus import Corpus, save
+
+    ends = torch.tensor([False, True, True])
+    save(Corpus(VOCAB, torch.tensor(TRAIN), torch.tensor(TEST), torch.tensor(TEST),
+                word_end={"train": torch.ones(7, dtype=torch.bool), "valid": ends, "test": ends}), tmp_path / "s.pt")
+    save(Corpus(VOCAB, torch.tensor(TRAIN), torch.tensor(TEST), torch.tensor(TEST)), tmp_path / "w.pt")
+    assert main(["baselines", "--corpus", f"sub={tmp_path / 's.pt'}", "--corpus", f"word={tmp_path / 'w.pt'}",
+                 "--out", str(tmp_path / "b.csv")]) == 0
+    table = pd.read_csv(tmp_path / "b.csv").set_index("corpus")
+    assert list(table.columns) == bl.COLUMNS[1:] + bl.PER_WORD_COLUMNS
+    # the unigram's NLL sum is log(9^3 / (4.5 * 1.5 * 2.5)) over 2 words
+    assert table.loc["sub", "unigram_ppl_per_word"] == pytest.approx((9 ** 3 / (4.5 * 1.5 * 2.5)) ** (1 / 2), rel=1e-8)  # the CSV keeps 9 significant digits
+    k = table.loc["sub", "bigram_k"]
+    prob = (1 + k) / (1 + 4 * k) * (1 + k) / (4 + 4 * k) * k / (1 + 4 * k)
+    assert table.loc["sub", "bigram_ppl_per_word"] == pytest.approx(prob ** (-1 / 2), rel=1e-8)
+    assert table.loc["sub", "n_test_words"] == 2 and table.loc["sub", "unigram_ppl"] == table.loc["word", "unigram_ppl"]
+    assert table.loc["word", PER_WORD].isna().all()   # a word corpus: not computed, not a number
+
+
+PER_WORD = bl.PER_WORD_COLUMNS

@@ -1,0 +1,41 @@
+"""End to end: a tiny study with ``data.tokenizer: bpe`` on a corpus of the user's own files, run by
+Snakemake to its audit: the BPE cache and tokenizer beside it, perplexity per word in the runs
+table and the baselines, word similarity reported as not applicable."""
+
+import pandas as pd
+import pytest
+import yaml
+
+from helpers import TINY_EVALUATE, copy_workflow
+from tests.data.test_user_workflow import _write_corpus
+from tests.test_pipeline import snakemake
+
+
+@pytest.mark.slow
+def test_a_bpe_study_runs_to_its_audit(tmp_path, mirror):
+    workdir = copy_workflow(tmp_path)
+    _write_corpus(workdir / "texts", mirror)
+    config = yaml.safe_load((workdir / "configs" / "smoke.yaml").read_text())
+    config["study"], config["description"] = "subword", "A tiny study on a byte-level BPE of the test's own files."
+    config["data"] = {"corpora": ["mytext"], "tokenizer": "bpe", "vocab_size": 300,
+                      "files": {"mytext": {"train": "texts/train.txt", "valid": "texts/valid.txt.gz",
+                                           "test": "texts/test.txt"}}}
+    config["model"].update(emb_size=8, hidden_size=16)
+    config["train"].update(epochs=1, batch_size=10, device="cpu")
+    config["evaluate"] = TINY_EVALUATE
+    (workdir / "configs" / "subword.yaml").write_text(yaml.safe_dump(config))
+
+    proc = snakemake(workdir, "--configfile", "configs/subword.yaml", mirror=mirror)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = workdir / "results" / "subword" / "data" / "mytext"
+    assert (data / "corpus_bpe300.pt").is_file() and (data / "corpus_bpe300.json").is_file()
+    assert not (data / "corpus.pt").exists()   # the word corpus is never built
+    runs = pd.read_csv(workdir / "reports" / "subword" / "runs.csv")
+    assert len(runs) == 6 and (runs["vocab_size"] == 300).all()
+    assert runs["test_ppl_per_word"].notna().all() and (runs["test_ppl_per_word"] > runs["test_ppl"]).all()
+    assert not [c for c in runs if c.startswith("wordsim_")]   # no scores, and no note mistaken for one
+    baselines = pd.read_csv(workdir / "reports" / "subword" / "tables" / "baselines.csv")
+    assert baselines.loc[0, "vocab_size"] == 300
+    assert baselines.loc[0, "unigram_ppl_per_word"] > baselines.loc[0, "unigram_ppl"]
+    html = (workdir / "reports" / "subword" / "audit.html").read_text()
+    assert "not applicable: subword vocabulary" in html and "per word" in html
