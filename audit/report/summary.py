@@ -177,8 +177,10 @@ def coverage_table(run_dirs: list[Path]) -> pd.DataFrame:
     for corpus, (note, runs) in sorted(notes.items()):
         rows.append({"corpus": corpus, "benchmark": "all", "pairs": math.nan, "found": math.nan,
                      "coverage": math.nan, "oov_pairs": math.nan, "runs": runs, "consistent": True, "note": note})
-    return pd.DataFrame(rows, columns=["corpus", "benchmark", "pairs", "found", "coverage",
-                                       "oov_pairs", "runs", "consistent", "note"])
+    table = pd.DataFrame(rows, columns=["corpus", "benchmark", "pairs", "found", "coverage",
+                                        "oov_pairs", "runs", "consistent", "note"])
+    # word vocabularies only: the table as it always was (no empty note column)
+    return table if notes else table.drop(columns="note")
 
 
 def topk_table(run_dirs: list[Path]) -> pd.DataFrame:
