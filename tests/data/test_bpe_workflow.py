@@ -4,26 +4,15 @@ table and the baselines, word similarity reported as not applicable."""
 
 import pandas as pd
 import pytest
-import yaml
 
-from helpers import TINY_EVALUATE, copy_workflow
-from tests.data.test_user_workflow import _write_corpus
+from tests.data.test_user_workflow import user_study
 from tests.test_pipeline import snakemake
 
 
 @pytest.mark.slow
 def test_a_bpe_study_runs_to_its_audit(tmp_path, mirror):
-    workdir = copy_workflow(tmp_path)
-    _write_corpus(workdir / "texts", mirror)
-    config = yaml.safe_load((workdir / "configs" / "smoke.yaml").read_text())
-    config["study"], config["description"] = "subword", "A tiny study on a byte-level BPE of the test's own files."
-    config["data"] = {"corpora": ["mytext"], "tokenizer": "bpe", "vocab_size": 300,
-                      "files": {"mytext": {"train": "texts/train.txt", "valid": "texts/valid.txt.gz",
-                                           "test": "texts/test.txt"}}}
-    config["model"].update(emb_size=8, hidden_size=16)
-    config["train"].update(epochs=1, batch_size=10, device="cpu")
-    config["evaluate"] = TINY_EVALUATE
-    (workdir / "configs" / "subword.yaml").write_text(yaml.safe_dump(config))
+    workdir = user_study(tmp_path, mirror, "subword", "A tiny study on a byte-level BPE of the test's own files.",
+                         tokenizer="bpe", vocab_size=300)
 
     proc = snakemake(workdir, "--configfile", "configs/subword.yaml", mirror=mirror)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -40,19 +40,26 @@ def _write_corpus(folder, mirror):
     (folder / "test.txt").write_text(_sentences(rng, seen, p_seen / p_seen.sum(), 1500))
 
 
-@pytest.mark.slow
-def test_a_study_on_the_users_files_runs_to_its_audit(tmp_path, mirror):
+def user_study(tmp_path, mirror, study: str, description: str, **data):
+    """A workflow copy with the test's corpus in ``texts/`` (``mytext``) and ``configs/<study>.yaml``:
+    the smoke study's shape at a tiny size on that corpus, ``data`` added to its ``data:``."""
     workdir = copy_workflow(tmp_path)
     _write_corpus(workdir / "texts", mirror)
     config = yaml.safe_load((workdir / "configs" / "smoke.yaml").read_text())
-    config["study"], config["description"] = "mine", "A tiny study on a corpus of the test's own files."
-    config["data"] = {"corpora": ["mytext"],
+    config["study"], config["description"] = study, description
+    config["data"] = {"corpora": ["mytext"], **data,
                       "files": {"mytext": {"train": "texts/train.txt", "valid": "texts/valid.txt.gz",
                                            "test": "texts/test.txt"}}}
     config["model"].update(emb_size=8, hidden_size=16)
     config["train"].update(epochs=1, batch_size=10, device="cpu")
     config["evaluate"] = TINY_EVALUATE
-    (workdir / "configs" / "mine.yaml").write_text(yaml.safe_dump(config))
+    (workdir / "configs" / f"{study}.yaml").write_text(yaml.safe_dump(config))
+    return workdir
+
+
+@pytest.mark.slow
+def test_a_study_on_the_users_files_runs_to_its_audit(tmp_path, mirror):
+    workdir = user_study(tmp_path, mirror, "mine", "A tiny study on a corpus of the test's own files.")
 
     proc = snakemake(workdir, "--configfile", "configs/mine.yaml", mirror=mirror)
     assert proc.returncode == 0, proc.stderr[-3000:]
