@@ -37,11 +37,10 @@ from pathlib import Path
 
 import torch
 
-from audit.data.text import EOS, lines
+from audit.data.text import EOS, SPLITS, lines
 from audit.errors import AuditError
 from audit.files import atomic_write_text
 
-SPLITS = ("train", "valid", "test")
 BYTES = 256  # the byte alphabet every byte-level BPE vocabulary starts from
 MIN_VOCAB = BYTES + 1  # the bytes and <eos>
 

@@ -28,12 +28,11 @@ from pathlib import Path
 
 import torch
 
-from audit.data.text import EOS, lines, tokenise
+from audit.data.text import EOS, SPLITS, lines, tokenise
 from audit.errors import AuditError
 from audit.files import atomic_save
 
 UNK = "<unk>"
-SPLITS = ("train", "valid", "test")
 
 
 def build_vocab(tokens: list[str]) -> list[str]:

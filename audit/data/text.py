@@ -25,6 +25,7 @@ from audit.errors import AuditError
 from audit.files import sha256_of
 
 EOS = "<eos>"  # one per line, blank lines included (audit.data.corpus)
+SPLITS = ("train", "valid", "test")  # a corpus's three files, in this order everywhere
 
 
 def _open(path: Path):

@@ -18,10 +18,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from audit.data.fetch import sources
-from audit.data.text import summarise
+from audit.data.text import SPLITS, summarise
 from audit.errors import AuditError
 
-SPLITS = ("train", "valid", "test")
 WORDSIM = "wordsim"  # the one dataset of sources.yaml that is not a corpus
 
 

@@ -33,11 +33,11 @@ import math
 import numpy as np
 import pandas as pd
 
+from audit.data.text import SPLITS
 from audit.errors import AuditError
 
 UNIGRAM_ADD = 0.5
 K_GRID = (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0)
-SPLITS = ("train", "valid", "test")
 COLUMNS = ["corpus", "vocab_size", "n_train", "n_valid", "n_test", "unk_rate_train", "unk_rate_valid",
            "unk_rate_test", "unigram_add", "unigram_valid_ppl", "unigram_ppl", "bigram_k", "bigram_k_grid",
            "bigram_valid_ppl", "bigram_ppl"]

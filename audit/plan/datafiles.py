@@ -26,10 +26,10 @@ import sys
 from pathlib import Path
 
 from audit.data.fetch import MIRROR_ENV, resolve_mirror, source, sources
+from audit.data.text import SPLITS  # the files of a corpus, <split>.txt
 from audit.errors import AuditError
 from audit.files import sha256_of
 
-SPLITS = ("train", "valid", "test")  # the files of a corpus, <split>.txt
 WORDSIM = "wordsim"  # the dataset of the word-similarity benchmarks in sources.yaml
 
 
