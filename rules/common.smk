@@ -6,7 +6,7 @@ import sys
 import yaml
 from snakemake.utils import update_config
 
-from audit.config import check_study, run_settings, settings_text, stats_sections, write_yaml
+from audit.config import check_study, is_bpe, run_settings, settings_text, stats_sections, write_yaml
 from audit.config import train_settings as _train_settings
 from audit.data.user import builtin_corpora as _builtin_corpora, user_files as _user_files
 from audit.plan.memory import check_plan as check_memory_plan
@@ -48,7 +48,7 @@ RUN_DIR = RESULTS + "/runs/{corpus}/{head}/{seed}"
 # or a byte-level BPE of K subword tokens (data.tokenizer: bpe; its tokenizer JSON lies beside it)
 CORPUS_FILE = DATA + ("/{corpus}/corpus.pt" if config["data"]["vocab_size"] is None
                       else f"/{{corpus}}/corpus_bpe{config['data']['vocab_size']}.pt"
-                      if config["data"].get("tokenizer", "word") == "bpe"
+                      if is_bpe(config)
                       else f"/{{corpus}}/corpus_v{config['data']['vocab_size']}.pt")
 # a user corpus (data.files): its files as the study gives them, so its cache is the study's own
 USER_FILES = _user_files(config)  # {corpus: {split: absolute path}}
