@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from audit.errors import AuditError
+from audit.gpucheck.common import run_in_session
 
 # name -> (expected seconds on a GPU, on the simulated device, minimum seconds to start it)
 STEPS = {
@@ -70,9 +71,9 @@ def run_step(name: str, budget: float, out: Path, kill_after: float | None = Non
     log = out / "steps" / f"{name}.log"
     started = time.time()
     with open(log, "w") as handle:
-        try:
-            code = subprocess.run(cmd, stdout=handle, stderr=subprocess.STDOUT,
-                                  timeout=budget + GRACE if kill_after is None else kill_after).returncode
+        try:   # the step's own children (Snakemake, its jobs) are killed with it
+            code = run_in_session(cmd, budget + GRACE if kill_after is None else kill_after,
+                                  stdout=handle, stderr=subprocess.STDOUT).returncode
         except subprocess.TimeoutExpired:
             code = None
     if path.is_file() and code == 0:

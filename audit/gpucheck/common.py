@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -21,6 +23,23 @@ SMALL_OPTIONS = {"knots": 1000, "gate_embedding_size": 8}
 LATENT_OPTIONS = {"experts": 3, "dropoutl": 0.0}
 NO_DROPOUT = {"dropoute": 0.0, "dropouti": 0.0, "dropouth": 0.0, "dropout": 0.0, "wdrop": 0.0}
 REPO = Path(__file__).resolve().parents[2]
+
+
+def run_in_session(cmd: list[str], timeout: float, **popen) -> subprocess.CompletedProcess:
+    """``subprocess.run(cmd, timeout=...)`` in a session of its own, killed whole at the timeout.
+
+    ``subprocess.run`` kills only the process it started: Snakemake's jobs (and a step's
+    Snakemake) would live on, write into a folder being removed (``rmtree``: "Directory not
+    empty") and take the cores of the next step. Raises ``TimeoutExpired`` once all are killed.
+    """
+    with subprocess.Popen(cmd, start_new_session=True, **popen) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 def __getattr__(name: str):

@@ -25,9 +25,11 @@ RUNS_PER_GPU = [4, 1]
 
 def snakemake(workdir: Path, target: str, config: str, timeout: float, *args: str) -> subprocess.CompletedProcess:
     # the target first: --configfile and --resources take every word after them
-    return subprocess.run([sys.executable, "-m", "snakemake", target, "--cores", str(os.cpu_count() or 2),
-                           "--configfile", config, *args], cwd=workdir, capture_output=True, text=True,
-                          timeout=max(timeout, 1))
+    from audit.gpucheck.common import run_in_session
+
+    return run_in_session([sys.executable, "-m", "snakemake", target, "--cores", str(os.cpu_count() or 2),
+                           "--configfile", config, *args], max(timeout, 1), cwd=workdir,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def study_config(workdir: Path, name: str, device: str, runs_per_gpu: int) -> str:

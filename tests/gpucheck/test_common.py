@@ -24,3 +24,49 @@ def test_every_arm_walks_both_bodies_in_registry_order():
 
     arms = list(common.every_arm(float("inf"), Result(), "checked"))
     assert arms == [(b, h) for b in common.BODIES for h in common.HEADS] and len(arms) == 18
+
+
+def alive(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a killed child of a process that has not reaped it yet is a zombie: dead for our purposes
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().split(") ")[1][0] != "Z"
+
+
+def test_run_in_session_returns_what_the_command_wrote_and_its_exit_code():
+    import subprocess
+    import sys
+
+    done = common.run_in_session([sys.executable, "-c", "import sys; print('out'); sys.exit(4)"], 30,
+                                 stdout=subprocess.PIPE, text=True)
+    assert (done.returncode, done.stdout) == (4, "out\n")
+
+
+def test_run_in_session_kills_the_grandchildren_at_the_timeout(tmp_path):
+    # what subprocess.run leaves alive: Snakemake's jobs, after Snakemake itself is killed
+    import subprocess
+    import sys
+    import time
+
+    import pytest
+
+    pidfile = tmp_path / "grandchild.pid"
+    spawn = ("import subprocess, sys, time\n"
+             "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+             f"open({str(pidfile)!r}, 'w').write(str(p.pid))\n"
+             "time.sleep(60)\n")
+    started = time.time()
+    with pytest.raises(subprocess.TimeoutExpired):
+        common.run_in_session([sys.executable, "-c", spawn], 3, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert time.time() - started < 30
+    grandchild = int(pidfile.read_text())
+    for _ in range(50):   # SIGKILL is delivered at once; its reaping (init's) may take a moment
+        if not alive(grandchild):
+            break
+        time.sleep(0.1)
+    assert not alive(grandchild)
