@@ -291,6 +291,9 @@ def _check_body_and_training(config: dict, entry: dict, i: int, source: str) -> 
     elif body not in BODY_NAMES:
         raise AuditError(f"{where('model', 'body')}: unknown body {body!r}; known bodies: {', '.join(BODY_NAMES)} "
                          f"(or an import path 'package.module:Class')")
+    if model.get("body_options") and not is_import_path(body):
+        raise AuditError(f"{where('model', 'body_options')}: body {body!r} is built in and takes its settings from "
+                         f"the model section's keys; body_options are an outside body's own (docs/bodies.md)")
     if train.get("optimizer", "sgd") == "adamw" and train["asgd"] != "none":
         raise AuditError(f"{where('train', 'asgd')}: must be none with optimizer adamw (averaging is NT-ASGD's, "
                          f"for SGD), got {train['asgd']!r}")

@@ -194,15 +194,27 @@ def test_claims_file_claims_get_defaults(tmp_path):
 
 
 def test_model_defaults_live_only_in_the_schema():
+    from audit.model.bodies import BODIES, SectionConfig
     from audit.model.language_model import ModelConfig
 
     defaults = schema_defaults("model", unfilled=True)   # with the body's x-default settings
-    fields = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
     assert not {"body", "n_heads", "positions", "context_size", "eval_stride"} & set(schema_defaults("model"))
-    # every model setting of the schema is a ModelConfig field with the schema's default, and back
-    assert set(fields) - {"vocab_size", "head", "head_options"} == set(defaults)
-    assert {k: fields[k] for k in defaults} == defaults
-    cfg = ModelConfig(vocab_size=50, emb_size=8)
-    assert (cfg.emb_size, cfg.hidden_size, cfg.n_layers, cfg.dropouti, cfg.last_size) == (8, 1150, 3, 0.4, None)
+    # the model's own fields and every body's Config take the schema's defaults; together the
+    # built-in bodies' configs and the model's fields cover every setting of the schema
+    own = {f.name: f.default for f in dataclasses.fields(ModelConfig) if f.default is not dataclasses.MISSING}
+    covered = set(own) - {"head"}
+    for cls in BODIES.values():
+        body = {f.name: f.default for f in dataclasses.fields(cls.Config)}
+        assert body == {k: defaults[k] for k in body}, cls
+        covered |= set(body)
+    assert {k: own[k] for k in own if k != "head"} == {k: defaults[k] for k in own if k != "head"}
+    assert covered == set(defaults) - {"body_options"}   # an outside body's own settings
+    # an outside body without a Config of its own reads every body setting, as before configs
+    section = {f.name: f.default for f in dataclasses.fields(SectionConfig)}
+    assert section == {k: v for k, v in defaults.items() if k not in ("body", "decoder_bias", "body_options")}
+    cfg = ModelConfig.of(vocab_size=50, emb_size=8)
+    body = cfg.body_config
+    assert (cfg.emb_size, body.emb_size, body.hidden_size, body.n_layers, body.dropouti, body.last_size) == \
+        (8, 8, 1150, 3, 0.4, None)
     with pytest.raises(TypeError):
-        ModelConfig()                 # V comes from the corpus, never from a default
+        ModelConfig.of()              # V comes from the corpus, never from a default

@@ -43,7 +43,7 @@ WORDSIM_SUBWORD_NOTE = "not applicable: subword vocabulary (a word's embedding i
 
 def load_model(path: str | os.PathLike, device: torch.device) -> tuple[LanguageModel, list[str]]:
     blob = torch.load(path, weights_only=False, map_location=device)
-    model = LanguageModel(ModelConfig(**blob["config"])).to(device)
+    model = LanguageModel(ModelConfig.of(**blob["config"])).to(device)
     model.load_state_dict(blob["state"])
     return model.eval(), blob["vocab"]
 

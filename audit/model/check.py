@@ -51,7 +51,11 @@ def check_models(config: dict, source: str) -> None:
     first = vocabs[corpora[0]]
     for i, entry in enumerate(config["heads"]):
         if not _matched(entry) and has_outside_part(config, entry):
-            check_arm(entry_model_config(config, entry, first), _keys(entry, i, source))
+            try:   # an outside body's body_options are checked against its Config here
+                cfg = entry_model_config(config, entry, first)
+            except AuditError as err:
+                raise AuditError(f"{source}: config key {err}") from None
+            check_arm(cfg, _keys(entry, i, source))
     for i, entry in enumerate(config["heads"]):
         if _matched(entry):
             solved = {corpus: _solve(config, entry, i, source, corpus, vocab) for corpus, vocab in vocabs.items()}
@@ -118,7 +122,7 @@ def _build(cfg, keys: dict) -> LanguageModel:
     except Exception as err:  # noqa: BLE001 - any failure of an outside class is a config error
         first = err
     try:  # which part failed: the body built alone, else the head
-        build_body(cfg.body, cfg, torch.nn.Embedding(cfg.vocab_size, cfg.emb_size))
+        build_body(cfg.body, cfg.body_config, torch.nn.Embedding(cfg.vocab_size, cfg.emb_size))
     except Exception as err:  # noqa: BLE001
         raise AuditError(f"{keys['body']}: building body {cfg.body!r} on torch's meta device failed "
                          f"(docs/bodies.md: the constructor must not read tensor values): {_reason(err)}") from None

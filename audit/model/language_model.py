@@ -9,51 +9,83 @@ head's decoder tied to the embedding. Body-agnostic: the AWD-LSTM itself is
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 import torch
 import torch.nn as nn
 
 from audit.schema import schema_defaults
+from audit.errors import AuditError
+from audit.model.bodies import body_config as build_body_config
 from audit.model.bodies import build_body
 from audit.model.heads import HeadSpec, build_head
 from audit.model.heads.traits import DEFAULT_HEAD
 
 _MODEL = schema_defaults("model", unfilled=True)   # the `model` section of configs/schema.yaml: its one home
+MODEL_KEYS = frozenset(_MODEL)                      # the flat section's keys, every body's included
 
 
-@dataclass
+@dataclass(frozen=True)
 class ModelConfig:
-    """Sizes and regularisers of one model; every default is the schema's ``model`` default."""
+    """The model of one run: what the embedding and the head read, and the body's own config.
+
+    Built from the flat ``model`` section by ``ModelConfig.of`` (the section stays flat in
+    configs and run settings, so no recorded run changes); ``to_dict`` gives it back flat, as
+    checkpoints store it. A body's settings are its ``Config`` (``audit.model.bodies``): the
+    AWD-LSTM's sizes and dropouts, the Transformer's heads and window, an outside body's own
+    (its fields that are not keys of the section come from ``model.body_options``).
+    """
 
     vocab_size: int                              # V, set from the corpus
+    body_config: object                          # the body's Config, filled from the model section
     emb_size: int = _MODEL["emb_size"]           # d: embedding size, also the decoder's (tied) width
-    hidden_size: int = _MODEL["hidden_size"]     # H: inner LSTM layers
-    last_size: int | None = _MODEL["last_size"]  # d': last LSTM layer's output; None means d (softmax family)
-    n_layers: int = _MODEL["n_layers"]           # LSTM layers
-    dropoute: float = _MODEL["dropoute"]         # embedding dropout: whole rows of the embedding matrix
-    dropouti: float = _MODEL["dropouti"]         # locked dropout on the embedded input
-    dropouth: float = _MODEL["dropouth"]         # locked dropout between LSTM layers
-    dropout: float = _MODEL["dropout"]           # locked dropout on the last layer's output
-    wdrop: float = _MODEL["wdrop"]               # DropConnect on hidden-to-hidden weights
-    emb_noise: float = _MODEL["emb_noise"]       # sigma of Gaussian noise on the dropped input embeddings (LK --noisy_emb)
     decoder_bias: bool = _MODEL["decoder_bias"]  # the bias adds one to the softmax log-P rank (d + 2)
-    # the body and its Transformer sizes: the schema's x-default, not written into configs, so
-    # that the settings of runs recorded before bodies existed stay as they were
-    body: str = _MODEL["body"]                  # awd_lstm | transformer | "pkg.mod:Class"
-    n_heads: int = _MODEL["n_heads"]            # attention heads (transformer)
-    positions: str = _MODEL["positions"]        # learned | rotary (transformer)
-    context_size: int = _MODEL["context_size"]  # longest window, in tokens (transformer)
-    eval_stride: int | None = _MODEL["eval_stride"]  # new positions per evaluation window; None: context_size // 2
+    body: str = _MODEL["body"]                   # awd_lstm | transformer | "pkg.mod:Class"
     head: str = DEFAULT_HEAD     # registry name in audit.model.heads.HEADS or "pkg.mod:Class" (a head entry's, not a model setting)
     head_options: dict = field(default_factory=dict)  # head-specific options
 
+    def __post_init__(self):
+        # d is the embedding's and, where the body declares it, the body's: one value (``replace``)
+        if getattr(self.body_config, "emb_size", self.emb_size) != self.emb_size:
+            raise ValueError(f"emb_size {self.emb_size} and the body config's {self.body_config.emb_size} differ: "
+                             f"change sizes with ModelConfig.replace")
+
+    @classmethod
+    def of(cls, vocab_size: int, head: str = DEFAULT_HEAD, head_options: dict | None = None, **model) -> ModelConfig:
+        """The config of a flat ``model`` section (any subset of its keys, the rest the schema's
+        defaults; a checkpoint's ``to_dict``). A key that is neither the schema's nor a field of
+        the body's ``Config`` is refused by name."""
+        body = model.get("body", _MODEL["body"])
+        options = dict(model.pop("body_options", None) or {})
+        body_config = build_body_config(body, {**_MODEL, **model, **options})
+        own = {f.name for f in fields(body_config)}
+        unknown = sorted(set(model) - MODEL_KEYS - own)
+        if unknown:
+            raise AuditError(f"model.{unknown[0]}: not a model setting (configs/schema.yaml) nor one of body {body!r}")
+        # an option is a field of the body's own: the section's keys are set directly, once
+        for key in sorted(options):
+            if key in MODEL_KEYS or key not in own:
+                why = f"set model.{key} itself" if key in MODEL_KEYS else \
+                    f"body {body!r} has no such setting (its Config: {', '.join(sorted(own)) or 'no fields'})"
+                raise AuditError(f"model.body_options.{key}: {why}")
+        shared = {k: model[k] for k in ("emb_size", "decoder_bias", "body") if k in model}
+        return cls(vocab_size=vocab_size, body_config=body_config, head=head,
+                   head_options=dict(head_options or {}), **shared)
+
+    def replace(self, **model) -> ModelConfig:
+        """This config with some flat ``model`` keys changed (``emb_size=...``, ``hidden_size=...``)."""
+        return ModelConfig.of(**{**self.to_dict(), **model})
+
     @property
     def d_out(self) -> int:
-        return self.last_size or self.emb_size
+        """The body's output size as its config states it (``d_out``), else d."""
+        return getattr(self.body_config, "d_out", None) or self.emb_size
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The flat form: the model's keys, then the body config's fields."""
+        return {"vocab_size": self.vocab_size, "emb_size": self.emb_size, "decoder_bias": self.decoder_bias,
+                "body": self.body, "head": self.head, "head_options": dict(self.head_options),
+                **asdict(self.body_config)}
 
 
 class LanguageModel(nn.Module):
@@ -64,7 +96,7 @@ class LanguageModel(nn.Module):
         self.cfg = cfg
         # construction order fixes the draws of the seeded initialisation: embedding, body, head
         self.encoder = nn.Embedding(cfg.vocab_size, cfg.emb_size)
-        self.body = build_body(cfg.body, cfg, self.encoder)
+        self.body = build_body(cfg.body, cfg.body_config, self.encoder)
         self.head = build_head(cfg.head, HeadSpec(d_in=self.body.d_out, embedding=self.encoder,
                                                   options=cfg.head_options, decoder_bias=cfg.decoder_bias,
                                                   model=cfg))

@@ -9,7 +9,6 @@ memory, about a millisecond) and its trainable parameters are summed as in
 
 from __future__ import annotations
 
-import dataclasses
 
 import torch
 
@@ -79,7 +78,7 @@ def solve_matched_size(target_params: int, base_cfg, tolerance: float | None = N
     tolerance = float(options["tolerance"]) if tolerance is None else tolerance
     step = size_step(base_cfg)
     if step == 1:
-        best = _nearest(target_params, lambda d: dataclasses.replace(base_cfg, emb_size=d, last_size=None))
+        best = _nearest(target_params, lambda d: base_cfg.replace(emb_size=d, last_size=None))
         if _gap(best, target_params) > tolerance and options["adjust_hidden"] and _hidden_grows(base_cfg):
             closed = _close_with(base_cfg, target_params, "hidden_size", 1)
             best = min(best, closed, key=lambda c: _gap(c, target_params))
@@ -87,7 +86,8 @@ def solve_matched_size(target_params: int, base_cfg, tolerance: float | None = N
         best = _close_with(base_cfg, target_params, "hidden_size", step)
     gap = _gap(best, target_params)
     if gap > tolerance:
-        second = f", H={best.hidden_size}" if best.hidden_size != base_cfg.hidden_size else ""
+        hidden, base_hidden = best.to_dict().get("hidden_size"), base_cfg.to_dict().get("hidden_size")
+        second = f", H={hidden}" if hidden != base_hidden else ""
         raise MatchMissed(f"softmax_matched: closest size d={best.emb_size}{second} is {gap:.2%} away from "
                           f"{target_params} parameters (tolerance {tolerance * 100:g}%)")
     return best
@@ -101,9 +101,9 @@ def _close_with(base_cfg, target: int, field: str, step: int):
     """The largest d (a multiple of ``step``) whose model stays within ``target``, then ``field``
     solved to the count nearest it: 2 d + 1 parameters per unit and block for a Transformer's
     MLP width, about 8 (d + H) per unit for an LSTM's hidden size."""
-    k = _nearest(target, lambda k: dataclasses.replace(base_cfg, emb_size=k * step, last_size=None), below=True)
-    fixed = dataclasses.replace(base_cfg, emb_size=k.emb_size, last_size=None)
-    return _nearest(target, lambda x: dataclasses.replace(fixed, **{field: x}))
+    k = _nearest(target, lambda k: base_cfg.replace(emb_size=k * step, last_size=None), below=True)
+    fixed = base_cfg.replace(emb_size=k.emb_size, last_size=None)
+    return _nearest(target, lambda x: fixed.replace(**{field: x}))
 
 
 def _hidden_grows(cfg) -> bool:
@@ -191,15 +191,14 @@ def entry_model_config(study: dict, entry: dict, vocab: int):
         entry: one element of ``study["heads"]``.
         vocab: vocabulary size V.
     """
-    from audit.model.language_model import ModelConfig
+    from audit.model.language_model import MODEL_KEYS, ModelConfig
 
     head = entry.get("head", entry["name"])
     sizes = {**study.get("model", {}), **entry.get("model", {})}
-    known = {f.name for f in dataclasses.fields(ModelConfig)}
-    unknown = sorted(set(sizes) - known)
+    unknown = sorted(set(sizes) - MODEL_KEYS)
     if unknown:
         raise AuditError(f"head {entry['name']!r}: unknown model setting {unknown[0]!r}")
-    cfg = ModelConfig(vocab_size=vocab, head=head, head_options=dict(entry.get("options", {})), **sizes)
+    cfg = ModelConfig.of(vocab_size=vocab, head=head, head_options=dict(entry.get("options", {})), **sizes)
     if head_traits(head).matches_capacity:
         target_name = cfg.head_options.get("match")
         targets = [e for e in study["heads"] if e["name"] == target_name and e is not entry]

@@ -13,6 +13,7 @@ the project that declares none of them is costed by the stated conservative rule
 from __future__ import annotations
 
 import functools
+import json
 
 from audit.model.bodies.traits import COST_TRAITS, OUTSIDE_RULE, BodyTraits, attention_macs, body_traits, math_attention
 from audit.model.heads.traits import head_traits
@@ -62,23 +63,21 @@ def body_macs(sizes: dict, vocab: int) -> float:
 
 
 @functools.cache
-def _model_count(body: str, items: tuple, vocab: int) -> int:
-    import dataclasses
-
-    from audit.model.language_model import ModelConfig
+def _model_count(body: str, key: str, vocab: int) -> int:
+    from audit.model.language_model import MODEL_KEYS, ModelConfig
     from audit.model.params import count_params
 
-    fields = {f.name for f in dataclasses.fields(ModelConfig)}
-    sizes = {k: v for k, v in items if k in fields}
-    return count_params(ModelConfig(vocab_size=vocab, **{**sizes, "body": body}))
+    sizes = {k: v for k, v in json.loads(key).items() if k in MODEL_KEYS}
+    return count_params(ModelConfig.of(vocab_size=vocab, **{**sizes, "body": body}))
 
 
 def outside_body_params(sizes: dict, vocab: int) -> int:
     """The count of the body at ``sizes["body"]`` (an import path): a softmax model on it counted on the meta device, less the
     embedding and the decoder bias (imports torch and the body's module, which validation has
     already imported)."""
-    items = tuple(sorted((k, v) for k, v in sizes.items() if k != "experts"))
-    total = _model_count(sizes["body"], items, vocab)
+    # the sizes as a cache key: JSON, as body_options is a dict
+    key = json.dumps({k: v for k, v in sizes.items() if k != "experts"}, sort_keys=True)
+    total = _model_count(sizes["body"], key, vocab)
     return total - vocab * sizes["emb_size"] - (vocab if sizes.get("decoder_bias", True) else 0)
 
 

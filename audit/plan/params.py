@@ -24,6 +24,6 @@ def main(argv: list[str]) -> int:
     study = load_study(args.config)
     corpus = args.corpus or study.get("data", {}).get("corpora", ["ptb"])[0]
     for name, count, cfg in head_counts(study, corpus, args.vocab_size):
-        extra = f" d={cfg.emb_size} H={cfg.hidden_size} d'={cfg.d_out}" if args.sizes else ""
+        extra = f" d={cfg.emb_size} H={cfg.to_dict().get('hidden_size')} d'={cfg.d_out}" if args.sizes else ""
         print(f"{name} {count}{extra}")
     return 0

@@ -178,14 +178,11 @@ def n_params(settings: dict) -> int:
 def _meta_count(head: str, options: str, sizes: str, vocab: int) -> int:
     """``count_params`` of the model (imports torch and the outside part's module, which
     validating the study has already imported)."""
-    import dataclasses
-
-    from audit.model.language_model import ModelConfig
+    from audit.model.language_model import MODEL_KEYS, ModelConfig
     from audit.model.params import count_params
 
-    fields = {f.name for f in dataclasses.fields(ModelConfig)}
-    model = {k: v for k, v in json.loads(sizes).items() if k in fields}
-    return count_params(ModelConfig(vocab_size=vocab, head=head, head_options=json.loads(options), **model))
+    model = {k: v for k, v in json.loads(sizes).items() if k in MODEL_KEYS}
+    return count_params(ModelConfig.of(vocab_size=vocab, head=head, head_options=json.loads(options), **model))
 
 
 def _cpu_fit() -> tuple[float, float]:

@@ -68,7 +68,7 @@ class Divergence(Exception):
 def model_config(settings: dict, vocab_size: int) -> ModelConfig:
     """The ModelConfig of a run; a capacity-matched softmax is solved against its target."""
     def build(head, options, model):
-        return ModelConfig(vocab_size=vocab_size, head=head, head_options=dict(options), **model)
+        return ModelConfig.of(vocab_size=vocab_size, head=head, head_options=dict(options), **model)
 
     cfg = build(settings["head"], settings["options"], settings["model"])
     if "match" in settings:

@@ -78,7 +78,7 @@ def _train_losses(device, steps=5):
 
     torch.manual_seed(0)
     # dropout off: CPU and CUDA draw different random masks from the same seed
-    cfg = ModelConfig(vocab_size=500, emb_size=16, hidden_size=32, n_layers=2, dropoute=0, dropouti=0,
+    cfg = ModelConfig.of(vocab_size=500, emb_size=16, hidden_size=32, n_layers=2, dropoute=0, dropouti=0,
                       dropouth=0, dropout=0, wdrop=0)
     model = LanguageModel(cfg).to(device).train()
     opt = torch.optim.SGD(model.parameters(), lr=1.0)

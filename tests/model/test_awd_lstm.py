@@ -8,7 +8,7 @@ from audit.model.language_model import LanguageModel, ModelConfig
 def _model(**overrides):
     settings = dict(vocab_size=50, emb_size=64, hidden_size=32, n_layers=2, dropoute=0.0, dropouti=0.0,
                     dropouth=0.0, dropout=0.0, wdrop=0.0)
-    cfg = ModelConfig(**{**settings, **overrides})
+    cfg = ModelConfig.of(**{**settings, **overrides})
     torch.manual_seed(0)
     return LanguageModel(cfg)
 
@@ -45,7 +45,7 @@ def test_dropconnect_leaves_the_module_parameters_in_place():
 
 def test_checkpoints_from_before_bodies_load():
     """Weights saved when the LSTM layers were the model's own ``rnns`` load under ``body.rnns``."""
-    cfg = ModelConfig(vocab_size=30, emb_size=4, hidden_size=6, n_layers=2)
+    cfg = ModelConfig.of(vocab_size=30, emb_size=4, hidden_size=6, n_layers=2)
     torch.manual_seed(0)
     source = LanguageModel(cfg)
     old = {k.replace("body.rnns.", "rnns."): v for k, v in source.state_dict().items()}

@@ -212,7 +212,7 @@ def test_the_train_job_solves_what_the_check_solved(parts):
 
     config = check_study(matched_study(), "cfg.yaml")
     cfg = model_config(train_settings(run_settings(config, "ptb", "softmax_matched", 1)), 10000)
-    assert (cfg.emb_size, cfg.hidden_size) == (17, 77) and abs(count_params(cfg) - 216_240) <= 0.005 * 216_240
+    assert (cfg.emb_size, cfg.body_config.hidden_size) == (17, 77) and abs(count_params(cfg) - 216_240) <= 0.005 * 216_240
     # the run reads options.tolerance too: 0.07% away is refused at 0.05%, at config time and in training
     assert "H=77 is 0.07% away" in error_of(matched_study(tolerance=0.0005))
     settings = train_settings(run_settings(config, "ptb", "softmax_matched", 1))

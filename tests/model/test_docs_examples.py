@@ -27,7 +27,7 @@ def docs_pkg(tmp_path, monkeypatch):
 def test_heads_example_trains_and_normalises(docs_pkg):
     path = f"{docs_pkg}.heads_example:TemperatureSoftmax"
     torch.manual_seed(0)
-    model = LanguageModel(ModelConfig(vocab_size=V, head=path, head_options={"init_temperature": 2.0}, **SIZES))
+    model = LanguageModel(ModelConfig.of(vocab_size=V, head=path, head_options={"init_temperature": 2.0}, **SIZES))
     words = torch.randint(0, V, (6, 3))
     log_p, hidden, _, _ = model(words, model.init_hidden(3))
     assert log_p.shape == (6, 3, V)
@@ -41,7 +41,7 @@ def test_heads_example_trains_and_normalises(docs_pkg):
 
 def test_heads_example_is_counted_and_matched(docs_pkg):
     path = f"{docs_pkg}.heads_example:TemperatureSoftmax"
-    softmax = count_parameters(LanguageModel(ModelConfig(vocab_size=V, **SIZES)))
+    softmax = count_parameters(LanguageModel(ModelConfig.of(vocab_size=V, **SIZES)))
     config = check_study({"study": "t", "seeds": [1], "model": SIZES,
                           "heads": [{"name": "softmax"}, {"name": "tempered", "import": path},
                                     {"name": "softmax_matched", "options": {"match": "tempered"}}]})
@@ -60,7 +60,7 @@ def test_bodies_example_streams_counts_and_trains(docs_pkg, ptb_corpus):
 
     path = f"{docs_pkg}.bodies_example:GRUBody"
     torch.manual_seed(0)
-    model = LanguageModel(ModelConfig(vocab_size=V, body=path, emb_size=8, dropout=0.0)).eval()
+    model = LanguageModel(ModelConfig.of(vocab_size=V, body=path, emb_size=8, dropout=0.0)).eval()
     d = 8
     # tied embedding V d, one GRU layer 3 (d d + d d + 2 d), decoder bias V
     assert count_parameters(model) == V * d + 3 * (2 * d * d + 2 * d) + V

@@ -176,8 +176,8 @@ def test_the_bodies_state_how_the_matched_softmax_may_grow():
     assert lstm.size_step({"n_layers": 3}) == BodyDefaults.size_step({}) == 1
     assert [lstm.hidden_grows({"n_layers": n}) for n in (1, 2, 3)] == [False, True, True]
     assert not transformer.hidden_grows({"n_layers": 4}) and not BodyDefaults.hidden_grows({})
-    cfg = ModelConfig(vocab_size=10, body="transformer", n_heads=3, positions="rotary")
-    assert size_step(cfg) == 6 and size_step(ModelConfig(vocab_size=10)) == 1
+    cfg = ModelConfig.of(vocab_size=10, body="transformer", n_heads=3, positions="rotary")
+    assert size_step(cfg) == 6 and size_step(ModelConfig.of(vocab_size=10)) == 1
 
 
 def test_only_the_matched_softmax_matches_capacity():
@@ -203,7 +203,7 @@ def test_planned_parameters_are_the_built_models(head, body, decoder_bias):
     if head_class(head).projects_input and body == "awd_lstm":
         model["last_size"] = 10  # d' != d: the head's own projection is counted at its input size
     settings = {"head": head, "options": options, "model": model, "corpus": "ptb", "vocab_size": 50}
-    cfg = ModelConfig(vocab_size=50, head=head, head_options=options, **model)
+    cfg = ModelConfig.of(vocab_size=50, head=head, head_options=options, **model)
     torch.manual_seed(0)
     built = sum(p.numel() for p in LanguageModel(cfg).parameters() if p.requires_grad)
     assert resources.n_params(settings) == count_params(cfg) == built

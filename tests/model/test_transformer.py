@@ -15,7 +15,7 @@ V, D, FF, L, HEADS, CONTEXT = 40, 16, 24, 2, 4, 12
 
 def model(positions="learned", **extra):
     torch.manual_seed(0)
-    cfg = ModelConfig(vocab_size=V, emb_size=D, hidden_size=FF, n_layers=L, n_heads=HEADS, body="transformer",
+    cfg = ModelConfig.of(vocab_size=V, emb_size=D, hidden_size=FF, n_layers=L, n_heads=HEADS, body="transformer",
                       positions=positions, context_size=CONTEXT, dropout=0.0, dropouti=0.0, **extra)
     return LanguageModel(cfg).eval()
 
@@ -72,7 +72,7 @@ def test_streaming_is_a_sliding_window(positions):
 
 def test_bad_sizes_are_one_line():
     with pytest.raises(AuditError, match="n_heads=3 must divide emb_size=16"):
-        LanguageModel(ModelConfig(vocab_size=V, emb_size=D, n_heads=3, body="transformer"))
+        LanguageModel(ModelConfig.of(vocab_size=V, emb_size=D, n_heads=3, body="transformer"))
     with pytest.raises(AuditError, match="training chunk of 13 tokens is longer than model.context_size=12"):
         lm = model().train()
         lm(torch.zeros(13, 1, dtype=torch.long), lm.init_hidden(1))

@@ -90,7 +90,7 @@ def test_transformer_training_flops_are_the_counted_matmuls():
     dims = resources._dims({"head": "softmax", "options": {}, "model": model})
     assert resources.train_flops_per_token(dims, V) == by_hand
     torch.manual_seed(0)
-    lm = LanguageModel(ModelConfig(vocab_size=V, **model)).train()
+    lm = LanguageModel(ModelConfig.of(vocab_size=V, **model)).train()
     words = torch.randint(0, V, (T, B))
     with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
         log_p = lm(words, lm.init_hidden(B))[0]

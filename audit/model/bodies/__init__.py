@@ -14,8 +14,9 @@ from audit.model.importpath import lazy_exports
 # public name -> the submodule that defines it (imported, with torch, on first access)
 _LAZY = {
     "BODIES": "registry", "BodyProtocol": "registry", "BodyDefaults": "registry", "body_class": "registry",
-    "build_body": "registry",
+    "build_body": "registry", "body_config": "registry", "SectionConfig": "registry",
     "AWDLSTMBody": "awd_lstm", "TransformerBody": "transformer",
+    "AWDLSTMConfig": "awd_lstm", "TransformerConfig": "transformer",
 }
 
 __all__ = sorted(_LAZY)

@@ -10,6 +10,8 @@ reference code breaks on current PyTorch.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -17,6 +19,29 @@ from torch.func import functional_call
 
 from audit.model.bodies.traits import AWDLSTMTraits
 from audit.model.kernels.dropout import locked_dropout
+from audit.schema import schema_defaults
+
+_MODEL = schema_defaults("model", unfilled=True)   # the `model` section of configs/schema.yaml: its one home
+
+
+@dataclass(frozen=True)
+class AWDLSTMConfig:
+    """The AWD-LSTM's settings: its keys of the ``model`` section; every default is the schema's."""
+
+    emb_size: int = _MODEL["emb_size"]           # d: the embedding, the first layer's input
+    hidden_size: int = _MODEL["hidden_size"]     # H: inner LSTM layers
+    last_size: int | None = _MODEL["last_size"]  # d': last LSTM layer's output; None means d (softmax family)
+    n_layers: int = _MODEL["n_layers"]           # LSTM layers
+    dropoute: float = _MODEL["dropoute"]         # embedding dropout: whole rows of the embedding matrix
+    dropouti: float = _MODEL["dropouti"]         # locked dropout on the embedded input
+    dropouth: float = _MODEL["dropouth"]         # locked dropout between LSTM layers
+    dropout: float = _MODEL["dropout"]           # locked dropout on the last layer's output
+    wdrop: float = _MODEL["wdrop"]               # DropConnect on hidden-to-hidden weights
+    emb_noise: float = _MODEL["emb_noise"]       # sigma of Gaussian noise on the dropped input embeddings (LK --noisy_emb)
+
+    @property
+    def d_out(self) -> int:
+        return self.last_size or self.emb_size
 
 
 def embedding_dropout(embed: nn.Embedding, words: torch.Tensor, p: float, training: bool) -> torch.Tensor:
@@ -54,6 +79,7 @@ class AWDLSTMBody(AWDLSTMTraits, nn.Module):
     """AWD-LSTM (``model.body: awd_lstm``, the default). Hidden state: one (h, c) pair of shape
     (1, B, n) per layer, carried across BPTT chunks in training and evaluation."""
 
+    Config = AWDLSTMConfig
     output_box = 1.0  # the last layer's output o * tanh(c) lies in [-1, 1]^d' (audit.evaluate.argmax)
 
     @property
@@ -61,7 +87,7 @@ class AWDLSTMBody(AWDLSTMTraits, nn.Module):
         """The outputs o * tanh(c) span all d' dimensions (no constraint ties the coordinates)."""
         return self.d_out
 
-    def __init__(self, cfg, embedding: nn.Embedding):
+    def __init__(self, cfg: AWDLSTMConfig, embedding: nn.Embedding):
         super().__init__()
         self.cfg = cfg
         # the model owns the embedding; a plain attribute, not a submodule, keeps it out of this

@@ -1,8 +1,8 @@
 """Planning traits of the bodies: what one token costs a body (parameters, multiply-adds,
 activation floats), torch-free, read by ``audit.plan.resources`` and ``audit.plan.memory``.
 
-Each trait takes ``sizes``: the run's ``model`` section over the schema's defaults (the keys of
-``ModelConfig``), plus ``experts`` (the head's components). ``body_traits(name)``
+Each trait takes ``sizes``: the run's flat ``model`` section over the schema's defaults (every
+body's keys), plus ``experts`` (the head's components). ``body_traits(name)``
 answers for a registry name from the traits class here, and for an import path from the class
 itself (``audit.model.bodies.body_class``). Each built-in body class (``audit.model.bodies``)
 inherits the traits class of its name here; a body from outside the

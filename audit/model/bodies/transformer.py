@@ -23,6 +23,7 @@ length the caller streams with. In training each chunk is its own window (a fixe
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -31,9 +32,11 @@ import torch.nn.functional as F
 
 from audit.errors import AuditError
 from audit.model.bodies.traits import TransformerTraits
+from audit.schema import schema_defaults
 
 POSITIONS = ("learned", "rotary")
 ROTARY_BASE = 10_000.0  # RoFormer's theta
+_MODEL = schema_defaults("model", unfilled=True)   # the `model` section of configs/schema.yaml: its one home
 
 
 def rotary_tables(length: int, head_size: int, device, dtype) -> tuple[torch.Tensor, torch.Tensor]:
@@ -73,11 +76,29 @@ class Block(nn.Module):
         return x + F.dropout(mlp, drop, self.training)
 
 
+@dataclass(frozen=True)
+class TransformerConfig:
+    """The Transformer's settings: its keys of the ``model`` section; every default is the schema's."""
+
+    emb_size: int = _MODEL["emb_size"]             # d: the model width, the head's d_in
+    hidden_size: int = _MODEL["hidden_size"]       # ff: the MLP width
+    n_layers: int = _MODEL["n_layers"]             # blocks
+    n_heads: int = _MODEL["n_heads"]               # attention heads; must divide d
+    positions: str = _MODEL["positions"]           # learned | rotary
+    context_size: int = _MODEL["context_size"]     # longest window, in tokens
+    eval_stride: int | None = _MODEL["eval_stride"]  # new positions per evaluation window; None: context_size // 2
+    dropouti: float = _MODEL["dropouti"]           # dropout on the embedded input (and positions)
+    dropout: float = _MODEL["dropout"]             # attention weights, each residual branch, the output
+    last_size: int | None = _MODEL["last_size"]    # read only to refuse it: the body outputs d
+
+
 class TransformerBody(TransformerTraits, nn.Module):
     """Decoder-only Transformer over the model's embedding; see the module docstring."""
 
+    Config = TransformerConfig
 
-    def __init__(self, cfg, embedding: nn.Embedding):
+
+    def __init__(self, cfg: TransformerConfig, embedding: nn.Embedding):
         super().__init__()
         d = cfg.emb_size
         if cfg.positions not in POSITIONS:
@@ -85,7 +106,7 @@ class TransformerBody(TransformerTraits, nn.Module):
         if d % cfg.n_heads or (cfg.positions == "rotary" and (d // cfg.n_heads) % 2):
             raise AuditError(f"model.n_heads={cfg.n_heads} must divide emb_size={d} (into an even head "
                              f"size for rotary positions)")
-        if cfg.d_out != d:
+        if cfg.last_size not in (None, d):
             raise AuditError(f"model.last_size={cfg.last_size}: the transformer body outputs emb_size={d}")
         self.cfg, self.d_out = cfg, d
         self.__dict__["embedding"] = embedding  # the model's (see AWDLSTMBody)
