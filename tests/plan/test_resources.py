@@ -214,3 +214,40 @@ def test_the_witness_search_of_a_paper_size_mos_is_bounded_and_counted_in_the_ev
     more["evaluate"]["argmax"]["search_tokens"] = "all"
     assert resources.evaluate_minutes(more) > resources.evaluate_minutes(mos)
     assert resources.argmax_search_seconds(more, 10_000) == pytest.approx(expected * 10)
+
+
+def bpe_smoke(vocab: int) -> dict:
+    """configs/smoke.yaml made a subword study: data.tokenizer bpe with ``vocab`` tokens."""
+    raw = yaml.safe_load((REPO / "configs" / "smoke.yaml").read_text())
+    raw["data"].update(tokenizer="bpe", vocab_size=vocab)
+    return check_study(raw, "smoke.yaml with data.tokenizer: bpe")
+
+
+@pytest.mark.parametrize("head", ["softmax", "sigsoftmax"])
+def test_a_bpe_run_is_planned_at_its_tokenizers_vocabulary(head):
+    """The time and memory plans read V from data.vocab_size when the tokenizer is a BPE (not
+    PTB's 10,000 words): the parameter count is the model's own, counted by PyTorch, and doubling
+    V from 8,000 to 16,000 adds at least what the jobs must hold for the 8,000 more rows."""
+    from audit.model.params import count_params
+    from audit.plan import memory
+    from audit.train.trainer import model_config
+
+    plans = {}
+    for vocab in (8000, 16_000):
+        s = run_settings(bpe_smoke(vocab), "ptb", head, 1)
+        s["train"]["device"] = "cpu"
+        assert s["tokenizer"] == "bpe" and resources.spectrum_shape(s) == (500, vocab)
+        exact = count_params(model_config(s, vocab))
+        assert resources.n_params(s) == exact
+        plans[vocab] = {"params": exact, "train_mb": resources.train_mem_mb(s), "train": memory.train_bytes(s),
+                        "evaluate": memory.evaluate_bytes(s), "minutes": resources.evaluate_minutes(s)}
+    small, large = plans[8000], plans[16_000]
+    # 8,000 more rows of the tied d = 16 embedding and 8,000 more decoder biases
+    assert large["params"] - small["params"] == 8000 * (16 + 1)
+    # training holds at least weights and gradients (2 x 4 bytes a parameter) and, per token of a
+    # 20 x 35 step, logits, log-probs and their gradient (3 floats) for each vocabulary entry
+    assert large["train"] - small["train"] >= 8000 * 17 * 2 * 4 + 20 * 35 * 8000 * 3 * 4
+    assert large["train_mb"] > small["train_mb"]
+    # evaluation buffers the 500 contexts' log-P rows (float32 and float64: 12 bytes an entry)
+    assert large["evaluate"] - small["evaluate"] >= 500 * 8000 * 12
+    assert large["minutes"] >= small["minutes"]
