@@ -251,3 +251,72 @@ def test_a_bpe_run_is_planned_at_its_tokenizers_vocabulary(head):
     # evaluation buffers the 500 contexts' log-P rows (float32 and float64: 12 bytes an entry)
     assert large["evaluate"] - small["evaluate"] >= 500 * 8000 * 12
     assert large["minutes"] >= small["minutes"]
+
+
+def test_the_plan_counts_every_spectrum_pass_the_job_makes(ptb_corpus, mirror, tmp_path, monkeypatch):
+    """The evaluate job streams the log-P rows into a Gram, then the double-centred rows
+    (hidden_gap), then the mapped logits f(l): counted on a real tiny job, each pass's Gram must
+    be in the plan (made to dominate it here: GRAM_FLOPS so small that one Gram is 3,000 s)."""
+    from audit.config import check_section
+    from audit.evaluate import run, spectrum
+    from audit.train.trainer import train
+    from helpers import TINY_EVALUATE, tiny_settings
+
+    settings = tiny_settings(head="softmax", epochs=1)
+    train(settings, str(ptb_corpus), tmp_path, log=lambda m: None)
+    calls = []
+    real = spectrum.stream_spectrum
+    monkeypatch.setattr(spectrum, "stream_spectrum", lambda rows: calls.append(1) or real(rows))
+    run.evaluate_run(tmp_path, str(ptb_corpus), str(mirror / "wordsim"), options=TINY_EVALUATE)
+    assert len(calls) == 3
+    s = {**settings, "evaluate": check_section("evaluate", TINY_EVALUATE, "evaluate options")}
+    m, n = resources.spectrum_shape(s)
+    k = min(m, n)
+    monkeypatch.setattr(resources, "GRAM_FLOPS", (m * n * k + 2 * k**3) / 3000)
+    assert 60 * resources.evaluate_minutes(s) >= len(calls) * 3000 * resources.SAFETY["cpu"]
+
+
+def test_the_gradient_share_is_in_the_evaluate_plan():
+    """The share's scored tokens cost time: more of them plan a longer job, and the planned
+    seconds cover a GradientShare timed here (MoS, the costliest per entry: 15 components) within
+    the CPU safety factor."""
+    import time
+
+    import numpy as np
+    import torch
+
+    from audit.evaluate.gradient_share import GradientShare
+    from audit.model.heads import HeadSpec, build_head
+
+    few, every = settings("paper-ptb.yaml", "ptb", "mos", device="cpu"), settings("paper-ptb.yaml", "ptb", "mos", device="cpu")
+    few["evaluate"]["gradient_share"]["contexts"] = 1
+    every["evaluate"]["gradient_share"]["contexts"] = "all"
+    assert resources.evaluate_minutes(every) > resources.evaluate_minutes(few)
+
+    V, d, n = 4000, 32, 400
+    raw = yaml.safe_load((REPO / "configs" / "smoke.yaml").read_text())
+    raw["data"].update(tokenizer="bpe", vocab_size=V)
+    raw["model"]["emb_size"] = d
+    raw["heads"] = [{"name": "mos", "options": {"dropoutl": 0.0}}]
+    raw["evaluate"]["gradient_share"] = {"contexts": n}
+    for key in ("comparisons", "correlations"):
+        raw.pop(key)
+    s = run_settings(check_study(raw, "test"), "ptb", "mos", 1)
+    planned = resources.gradient_share_seconds(s)
+    torch.manual_seed(0)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        head = build_head("mos", HeadSpec(d_in=d, embedding=torch.nn.Embedding(V, d),
+                                          options={"experts": 15, "dropoutl": 0.0})).eval()
+        targets = torch.from_numpy(np.random.default_rng(0).integers(0, V, n))
+        h = torch.rand(n, d, generator=torch.Generator().manual_seed(0)) * 2 - 1
+        start = time.process_time()
+        share = GradientShare(head, targets, n, d_in=d)
+        for i in range(0, n, 35):   # bptt-sized blocks, as the evaluation streams them
+            share.add(h[i:i + 35])
+        measured = time.process_time() - start
+    finally:
+        torch.set_num_threads(threads)
+    assert share.summary()["gradient_share_tokens"] == n
+    assert measured <= resources.SAFETY["cpu"] * planned, (measured, planned)
