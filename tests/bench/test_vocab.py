@@ -44,7 +44,7 @@ def test_every_head_is_timed_against_its_planned_budget(capsys):
         built = build_head(head, HeadSpec(d_in=8, embedding=embedding, options=dict(head_class(head).defaults or {})))
         assert (share == "-") == (pre_map(built, 8) is None)
         parts = [float(spectrum), float(argmax)] + ([] if share == "-" else [float(share)])
-        assert all(p >= 0 for p in parts) and float(spectrum) > 0
+        assert all(p >= 0 for p in parts)   # a pass at V = 300 may print 0.0
         assert float(total) == pytest.approx(sum(parts), abs=0.16)   # each printed to 0.1
         assert int(budget) == planned_seconds(head, 300, 8, 20)
         assert within == ("yes" if float(total) <= int(budget) else "NO")
