@@ -11,6 +11,8 @@
 the witness search on a paper-size MoS (audit/bench/argmax.py).
 ``multiboot``: null rejection rates of the multi-bootstrap's p-value candidates and Welch (audit/bench/multiboot.py).
 ``gpu``: s/epoch, concurrent runs per GPU and projected GPU-hours of the paper configs (audit/bench/gpu.py).
+``vocab``: CPU seconds of the spectrum, the argmax test and the gradient share per head at a BPE V (16,000) against
+the evaluate job's planned runtime (audit/bench/vocab.py).
 """
 
 import importlib
@@ -19,7 +21,8 @@ import sys
 BENCHMARKS = {"heads": "audit.bench.heads", "spectrum": "audit.bench.spectrum", "step": "audit.bench.step",
               "gpu": "audit.bench.gpu", "sequential": "audit.bench.sequential",
               "study": "audit.bench.study", "candidates": "audit.bench.candidates",
-              "argmax": "audit.bench.argmax", "multiboot": "audit.bench.multiboot"}
+              "argmax": "audit.bench.argmax", "multiboot": "audit.bench.multiboot",
+              "vocab": "audit.bench.vocab"}
 
 
 def main(argv: list[str]) -> int:

@@ -24,8 +24,10 @@ Model (every constant below says where it comes from):
 - Evaluation: one forward pass over the test split plus the log-P spectrum, whose Gram matrix
   (audit/evaluate/spectrum.py) costs m n^2 + 2 k^3 flops at the rate measured by
   ``python -m audit bench spectrum`` (docs/benchmarks.md); the hidden-size gap repeats the
-  forward pass over the spectrum's contexts and the spectrum (``evaluate.hidden_gap``), and the
-  argmax test of the heads with an exact one (``order_preserving``) costs its cheap tiers (V^2 d) plus at most
+  forward pass over the spectrum's contexts and the spectrum (``evaluate.hidden_gap``), and so
+  does the spectrum of the mapped logits f(l) (every built-in head has ``transformed_logits``);
+  the gradient share costs its scored tokens x components x V (d + 1) (``python -m audit bench
+  vocab``); the argmax test of the heads with an exact one (``order_preserving``) costs its cheap tiers (V^2 d) plus at most
   ``evaluate.argmax.lp_budget`` LPs, that of the others (the witness search) at most
   ``evaluate.argmax.search_tokens`` tokens x (``search_steps`` + the starts) forward and
   backward passes of the head (``python -m audit bench argmax``).
@@ -100,6 +102,13 @@ ARGMAX_CHEAP_SECONDS = 8.0 / (10_000**2 * 400)
 # gradient, the starts' forward, every start's PROBE steps, the float64 re-checks)
 ARGMAX_SEARCH_SECONDS_PER_MAC = 4.4e-3 / 44.6e6
 ARGMAX_SEARCH_START_PASSES = 20
+# the gradient share (audit/evaluate/gradient_share.py): per scored token and component, the
+# backward of the head's log-P to its logits and the float64 projection of that gradient onto
+# col([W, 1]), V x (d + 1) multiply-adds; CPU seconds per V (d + 1) entry of one token's component,
+# from `OMP_NUM_THREADS=1 python -m audit bench vocab` (V = 16,000, d = 64, 3,999 tokens, 2 busy
+# cores): MoS (K = 15) 32.1 s, 5.2e-10 s an entry, the costliest per entry of the heads (softmax
+# 1.0 s for its K = 1: 2.4e-10)
+GRADIENT_SHARE_SECONDS_PER_ENTRY = 32.1 / (3999 * 15 * 16_000 * 65)
 SAFETY = {"gpu": 1.5, "cpu": 2.0}  # V100 figures vary by GPU (K80 ~3x slower: SF README)
 MIN_MINUTES = 10
 DEFAULT_MAX_MINUTES = 24 * 60
@@ -261,16 +270,31 @@ def spectrum_shape(settings: dict) -> tuple[int, int]:
 
 def evaluate_minutes(settings: dict) -> int:
     """SLURM ``runtime`` of an evaluation job: test and validation forward passes, spectrum, the
-    hidden-gap pass (a second forward over the spectrum's contexts and a second spectrum) and the
+    hidden-gap pass (a second forward over the spectrum's contexts and a second spectrum), the
+    f(l) pass (a third: audit/evaluate/run.py runs it for every head with ``transformed_logits``,
+    all the built-in ones; an outside head without one errs long), the gradient share and the
     argmax test."""
     gpu = uses_gpu(settings)
     options = settings["evaluate"]
     m, n = spectrum_shape(settings)
     k = min(m, n)
-    passes = 2 if options["hidden_gap"] else 1
+    passes = (2 if options["hidden_gap"] else 1) + 1
     forward = seconds_per_token(settings, gpu) / 3 * (tokens(settings, "test") + tokens(settings, "valid")
                                                       + (passes - 1) * m)
-    return _minutes(forward + passes * (m * n * k + 2 * k**3) / GRAM_FLOPS + argmax_seconds(settings), gpu)
+    return _minutes(forward + passes * (m * n * k + 2 * k**3) / GRAM_FLOPS + gradient_share_seconds(settings)
+                    + argmax_seconds(settings), gpu)
+
+
+def gradient_share_seconds(settings: dict) -> float:
+    """CPU seconds of the gradient share: the first ``evaluate.gradient_share.contexts`` test
+    positions, each K gradients (the head's ``components``) of V entries projected onto d + 1
+    directions. Every head is counted, Mixtape too, which the evaluation skips (errs long); on a
+    GPU the share runs there, faster than this CPU figure."""
+    share, d = settings["evaluate"]["gradient_share"]["contexts"], _dims(settings)["emb_size"]
+    scored = tokens(settings, "test") - 1
+    scored = scored if share == "all" else min(int(share), scored)
+    experts = head_traits(settings["head"]).components(settings.get("options", {}))
+    return GRADIENT_SHARE_SECONDS_PER_ENTRY * scored * experts * vocab_of(settings) * (d + 1)
 
 
 def argmax_seconds(settings: dict) -> float:

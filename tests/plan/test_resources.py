@@ -214,3 +214,109 @@ def test_the_witness_search_of_a_paper_size_mos_is_bounded_and_counted_in_the_ev
     more["evaluate"]["argmax"]["search_tokens"] = "all"
     assert resources.evaluate_minutes(more) > resources.evaluate_minutes(mos)
     assert resources.argmax_search_seconds(more, 10_000) == pytest.approx(expected * 10)
+
+
+def bpe_smoke(vocab: int) -> dict:
+    """configs/smoke.yaml made a subword study: data.tokenizer bpe with ``vocab`` tokens."""
+    raw = yaml.safe_load((REPO / "configs" / "smoke.yaml").read_text())
+    raw["data"].update(tokenizer="bpe", vocab_size=vocab)
+    return check_study(raw, "smoke.yaml with data.tokenizer: bpe")
+
+
+@pytest.mark.parametrize("head", ["softmax", "sigsoftmax"])
+def test_a_bpe_run_is_planned_at_its_tokenizers_vocabulary(head):
+    """The time and memory plans read V from data.vocab_size when the tokenizer is a BPE (not
+    PTB's 10,000 words): the parameter count is the model's own, counted by PyTorch, and doubling
+    V from 8,000 to 16,000 adds at least what the jobs must hold for the 8,000 more rows."""
+    from audit.model.params import count_params
+    from audit.plan import memory
+    from audit.train.trainer import model_config
+
+    plans = {}
+    for vocab in (8000, 16_000):
+        s = run_settings(bpe_smoke(vocab), "ptb", head, 1)
+        s["train"]["device"] = "cpu"
+        assert s["tokenizer"] == "bpe" and resources.spectrum_shape(s) == (500, vocab)
+        exact = count_params(model_config(s, vocab))
+        assert resources.n_params(s) == exact
+        plans[vocab] = {"params": exact, "train_mb": resources.train_mem_mb(s), "train": memory.train_bytes(s),
+                        "evaluate": memory.evaluate_bytes(s), "minutes": resources.evaluate_minutes(s)}
+    small, large = plans[8000], plans[16_000]
+    # 8,000 more rows of the tied d = 16 embedding and 8,000 more decoder biases
+    assert large["params"] - small["params"] == 8000 * (16 + 1)
+    # training holds at least weights and gradients (2 x 4 bytes a parameter) and, per token of a
+    # 20 x 35 step, logits, log-probs and their gradient (3 floats) for each vocabulary entry
+    assert large["train"] - small["train"] >= 8000 * 17 * 2 * 4 + 20 * 35 * 8000 * 3 * 4
+    assert large["train_mb"] > small["train_mb"]
+    # evaluation buffers the 500 contexts' log-P rows (float32 and float64: 12 bytes an entry)
+    assert large["evaluate"] - small["evaluate"] >= 500 * 8000 * 12
+    assert large["minutes"] >= small["minutes"]
+
+
+def test_the_plan_counts_every_spectrum_pass_the_job_makes(ptb_corpus, mirror, tmp_path, monkeypatch):
+    """The evaluate job streams the log-P rows into a Gram, then the double-centred rows
+    (hidden_gap), then the mapped logits f(l): counted on a real tiny job, each pass's Gram must
+    be in the plan (made to dominate it here: GRAM_FLOPS so small that one Gram is 3,000 s)."""
+    from audit.config import check_section
+    from audit.evaluate import run, spectrum
+    from audit.train.trainer import train
+    from helpers import TINY_EVALUATE, tiny_settings
+
+    settings = tiny_settings(head="softmax", epochs=1)
+    train(settings, str(ptb_corpus), tmp_path, log=lambda m: None)
+    calls = []
+    real = spectrum.stream_spectrum
+    monkeypatch.setattr(spectrum, "stream_spectrum", lambda rows: calls.append(1) or real(rows))
+    run.evaluate_run(tmp_path, str(ptb_corpus), str(mirror / "wordsim"), options=TINY_EVALUATE)
+    assert len(calls) == 3
+    s = {**settings, "evaluate": check_section("evaluate", TINY_EVALUATE, "evaluate options")}
+    m, n = resources.spectrum_shape(s)
+    k = min(m, n)
+    monkeypatch.setattr(resources, "GRAM_FLOPS", (m * n * k + 2 * k**3) / 3000)
+    assert 60 * resources.evaluate_minutes(s) >= len(calls) * 3000 * resources.SAFETY["cpu"]
+
+
+def test_the_gradient_share_is_in_the_evaluate_plan():
+    """The share's scored tokens cost time: more of them plan a longer job, and the planned
+    seconds cover a GradientShare timed here (MoS, the costliest per entry: 15 components) within
+    the CPU safety factor."""
+    import time
+
+    import numpy as np
+    import torch
+
+    from audit.evaluate.gradient_share import GradientShare
+    from audit.model.heads import HeadSpec, build_head
+
+    few, every = settings("paper-ptb.yaml", "ptb", "mos", device="cpu"), settings("paper-ptb.yaml", "ptb", "mos", device="cpu")
+    few["evaluate"]["gradient_share"]["contexts"] = 1
+    every["evaluate"]["gradient_share"]["contexts"] = "all"
+    assert resources.evaluate_minutes(every) > resources.evaluate_minutes(few)
+
+    V, d, n = 4000, 32, 400
+    raw = yaml.safe_load((REPO / "configs" / "smoke.yaml").read_text())
+    raw["data"].update(tokenizer="bpe", vocab_size=V)
+    raw["model"]["emb_size"] = d
+    raw["heads"] = [{"name": "mos", "options": {"dropoutl": 0.0}}]
+    raw["evaluate"]["gradient_share"] = {"contexts": n}
+    for key in ("comparisons", "correlations"):
+        raw.pop(key)
+    s = run_settings(check_study(raw, "test"), "ptb", "mos", 1)
+    planned = resources.gradient_share_seconds(s)
+    torch.manual_seed(0)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        head = build_head("mos", HeadSpec(d_in=d, embedding=torch.nn.Embedding(V, d),
+                                          options={"experts": 15, "dropoutl": 0.0})).eval()
+        targets = torch.from_numpy(np.random.default_rng(0).integers(0, V, n))
+        h = torch.rand(n, d, generator=torch.Generator().manual_seed(0)) * 2 - 1
+        start = time.process_time()
+        share = GradientShare(head, targets, n, d_in=d)
+        for i in range(0, n, 35):   # bptt-sized blocks, as the evaluation streams them
+            share.add(h[i:i + 35])
+        measured = time.process_time() - start
+    finally:
+        torch.set_num_threads(threads)
+    assert share.summary()["gradient_share_tokens"] == n
+    assert measured <= resources.SAFETY["cpu"] * planned, (measured, planned)
