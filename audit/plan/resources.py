@@ -59,6 +59,13 @@ SPLIT_TOKENS = {
     "wikitext-2": {"train": 2_088_628, "valid": 217_646, "test": 245_569},
 }
 VOCAB = {"ptb": 10_000, "wikitext-2": 33_278}
+# Subword tokens per word of a byte-level BPE of K tokens (data.tokenizer: bpe), for the split
+# counts above, which are words: the largest over PTB's and WikiText-2's three splits, measured
+# with audit.data.bpe (train_tokenizer, encode_lines) on the offline mirror, 2026-11-26. A run
+# takes the figure of the largest K here not above its own (fewer merges, more tokens): it errs
+# long. Text unlike these two (a user corpus) may split otherwise.
+BPE_TOKENS_PER_WORD = {257: 5.45, 300: 3.57, 500: 2.46, 1000: 1.96, 2000: 1.65, 4000: 1.42,
+                       8000: 1.24, 16_000: 1.11, 32_000: 1.03}
 
 # LK-paper Table 2, "Time (/epoch)" on one V100 32 GB (protocol.md section 6), per corpus and
 # timing family, and the model each figure was measured with where it is not LK's softmax-family
@@ -212,7 +219,8 @@ def uses_gpu(settings: dict) -> bool:
 
 def tokens(settings: dict, split: str) -> int:
     """Tokens of a split the run reads (``<eos>`` included): the pinned counts of a built-in
-    corpus, a user corpus's counted from its file (``user_corpus``), cut to ``max_tokens``."""
+    corpus, a user corpus's counted from its file (``user_corpus``), in words, times
+    ``bpe_tokens_per_word`` under a subword vocabulary; cut to ``max_tokens``."""
     corpus = settings["corpus"]
     if "user_corpus" in settings:
         n = settings["user_corpus"]["files"][split]["tokens"]
@@ -220,11 +228,19 @@ def tokens(settings: dict, split: str) -> int:
         raise AuditError(f"no token counts for corpus {corpus!r}; known: {sorted(SPLIT_TOKENS)}")
     else:
         n = SPLIT_TOKENS[corpus][split]
+    if settings.get("tokenizer") == "bpe":
+        n = math.ceil(n * bpe_tokens_per_word(settings["vocab_size"]))
     limit = (settings.get("max_tokens") or {}).get(split)
     n = min(n, limit) if limit else n
     if split == "train" and settings["train"].get("epoch_tokens"):
         n = settings["train"]["epoch_tokens"]
     return n
+
+
+def bpe_tokens_per_word(vocab: int) -> float:
+    """Subword tokens per word at a BPE of ``vocab`` tokens (``BPE_TOKENS_PER_WORD``: the figure
+    of the largest measured K not above ``vocab``)."""
+    return BPE_TOKENS_PER_WORD[max(k for k in BPE_TOKENS_PER_WORD if k <= max(vocab, min(BPE_TOKENS_PER_WORD)))]
 
 
 def seconds_per_token(settings: dict, gpu: bool) -> float:

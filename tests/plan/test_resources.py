@@ -320,3 +320,24 @@ def test_the_gradient_share_is_in_the_evaluate_plan():
         torch.set_num_threads(threads)
     assert share.summary()["gradient_share_tokens"] == n
     assert measured <= resources.SAFETY["cpu"] * planned, (measured, planned)
+
+
+def test_a_bpe_run_plans_its_subword_tokens_not_the_words(mirror):
+    """Under a BPE of K tokens a split holds more tokens than words; the plan's count must hold
+    what the tokenizer makes of PTB (trained here at K = 700: between the table's 500 and 1000,
+    so the 500 figure, the longer, is taken) without doubling it."""
+    from audit.data.bpe import _line_words, encode_lines, train_tokenizer
+
+    words = {split: _line_words(mirror / "ptb" / f"{split}.txt") for split in ("train", "valid", "test")}
+    tokenizer = train_tokenizer(words["train"], 700)
+    s = run_settings(check_study({"study": "t", "seeds": [1], "heads": [{"name": "softmax"}],
+                                  "data": {"tokenizer": "bpe", "vocab_size": 700}}), "ptb", "softmax", 1)
+    assert resources.bpe_tokens_per_word(700) == resources.BPE_TOKENS_PER_WORD[500]
+    for split, lines in words.items():
+        actual = len(encode_lines(tokenizer, lines)[0])   # <eos> included, as in the word counts
+        planned = resources.tokens(s, split)
+        assert actual <= planned <= 1.25 * actual, split
+        assert planned > resources.SPLIT_TOKENS["ptb"][split]   # the words alone: short
+    # a cut is in tokens of the run's own vocabulary, whatever they are
+    s["max_tokens"] = {"train": 1000}
+    assert resources.tokens(s, "train") == 1000
