@@ -84,7 +84,8 @@ def docs_site(tmp_path, monkeypatch):
 
     write_package(tmp_path / "site", "myheads", {"temperature": doc_example("heads.md"),
                                                   "scaled": doc_blocks("heads.md", "python")[0], "parts": PARTS})
-    write_package(tmp_path / "site", "mybodies", {"gru": doc_example("bodies.md"), "wide": PARTS})
+    conv = next(block for block in doc_blocks("bodies.md", "python") if "class CausalConv" in block)
+    write_package(tmp_path / "site", "mybodies", {"gru": doc_example("bodies.md"), "wide": PARTS, "conv": conv})
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     (tmp_path / "study" / "configs").mkdir(parents=True)
     monkeypatch.chdir(tmp_path / "study")
