@@ -53,8 +53,9 @@ def check_models(config: dict, source: str) -> None:
         if not _matched(entry) and has_outside_part(config, entry):
             try:   # an outside body's body_options are checked against its Config here
                 cfg = entry_model_config(config, entry, first)
-            except AuditError as err:
-                raise AuditError(f"{source}: config key {err}") from None
+            except AuditError as err:   # "model.<key>: ..." names a config key; others say their own
+                key = "config key " if str(err).startswith("model.") else ""
+                raise AuditError(f"{source}: {key}{err}") from None
             check_arm(cfg, _keys(entry, i, source))
     for i, entry in enumerate(config["heads"]):
         if _matched(entry):

@@ -14,12 +14,12 @@ from dataclasses import asdict, dataclass, field, fields
 import torch
 import torch.nn as nn
 
-from audit.schema import schema_defaults
 from audit.errors import AuditError
 from audit.model.bodies import body_config as build_body_config
 from audit.model.bodies import build_body
 from audit.model.heads import HeadSpec, build_head
 from audit.model.heads.traits import DEFAULT_HEAD
+from audit.schema import schema_defaults
 
 _MODEL = schema_defaults("model", unfilled=True)   # the `model` section of configs/schema.yaml: its one home
 MODEL_KEYS = frozenset(_MODEL)                      # the flat section's keys, every body's included

@@ -37,7 +37,7 @@ class AWDLSTMConfig:
     dropouth: float = _MODEL["dropouth"]         # locked dropout between LSTM layers
     dropout: float = _MODEL["dropout"]           # locked dropout on the last layer's output
     wdrop: float = _MODEL["wdrop"]               # DropConnect on hidden-to-hidden weights
-    emb_noise: float = _MODEL["emb_noise"]       # sigma of Gaussian noise on the dropped input embeddings (LK --noisy_emb)
+    emb_noise: float = _MODEL["emb_noise"]       # sigma of noise on the dropped input embeddings (LK --noisy_emb)
 
     @property
     def d_out(self) -> int:

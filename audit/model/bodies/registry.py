@@ -13,9 +13,10 @@ body's own config (its ``Config``: a dataclass of the ``model`` section's keys i
   penalise them) and the state to pass with the next chunk of the same streams.
 
 Optional (``BodyDefaults``): ``Config`` (default ``SectionConfig``: every key of the ``model``
-section, as outside bodies read it before bodies had configs of their own), ``init_embedding(weight)``, ``output_box`` (a box that holds every
-feature vector the body can output at evaluation, for ``audit.evaluate.argmax``: a half-width a
-for [-a, a]^d_out, or a pair (lo, hi) of per-coordinate bounds; None when the body states none),
+section, as outside bodies read it before bodies had configs of their own),
+``init_embedding(weight)``, ``output_box`` (a box that holds every feature vector the body can
+output at evaluation, for ``audit.evaluate.argmax``: a half-width a for [-a, a]^d_out, or a
+pair (lo, hi) of per-coordinate bounds; None when the body states none),
 ``output_rank`` (the dimension of the affine span of the features, up to a constant shift: d_out
 when they fill it, less under a final normalisation; the rank the hidden-gap control of a
 softmax head expects, ``audit.evaluate.hidden_gap.control``; None when the body states none)
