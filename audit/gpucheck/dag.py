@@ -19,14 +19,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from audit.gpucheck.common import run_in_session
+
 PPL_RTOL = 0.01
 RUNS_PER_GPU = [4, 1]
 
 
 def snakemake(workdir: Path, target: str, config: str, timeout: float, *args: str) -> subprocess.CompletedProcess:
     # the target first: --configfile and --resources take every word after them
-    from audit.gpucheck.common import run_in_session
-
     return run_in_session([sys.executable, "-m", "snakemake", target, "--cores", str(os.cpu_count() or 2),
                            "--configfile", config, *args], max(timeout, 1), cwd=workdir,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

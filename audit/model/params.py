@@ -9,7 +9,6 @@ memory, about a millisecond) and its trainable parameters are summed as in
 
 from __future__ import annotations
 
-
 import torch
 
 from audit.errors import AuditError

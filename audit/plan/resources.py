@@ -277,11 +277,16 @@ def train_minutes(settings: dict) -> int:
     return _minutes(train_seconds(settings), uses_gpu(settings))
 
 
+def scored_positions(settings: dict, contexts) -> int:
+    """Test positions an evaluation option of ``contexts`` ("all" or a count) covers: the first
+    ``contexts`` of the test split's predicted positions."""
+    m = tokens(settings, "test") - 1
+    return m if contexts == "all" else min(int(contexts), m)
+
+
 def spectrum_shape(settings: dict) -> tuple[int, int]:
     """(contexts m, vocabulary n) of the run's log-P matrix."""
-    contexts = settings["evaluate"]["contexts"]
-    m = tokens(settings, "test") - 1
-    return (m if contexts == "all" else min(int(contexts), m)), vocab_of(settings)
+    return scored_positions(settings, settings["evaluate"]["contexts"]), vocab_of(settings)
 
 
 def evaluate_minutes(settings: dict) -> int:
@@ -306,9 +311,8 @@ def gradient_share_seconds(settings: dict) -> float:
     positions, each K gradients (the head's ``components``) of V entries projected onto d + 1
     directions. Every head is counted, Mixtape too, which the evaluation skips (errs long); on a
     GPU the share runs there, faster than this CPU figure."""
-    share, d = settings["evaluate"]["gradient_share"]["contexts"], _dims(settings)["emb_size"]
-    scored = tokens(settings, "test") - 1
-    scored = scored if share == "all" else min(int(share), scored)
+    d = _dims(settings)["emb_size"]
+    scored = scored_positions(settings, settings["evaluate"]["gradient_share"]["contexts"])
     experts = head_traits(settings["head"]).components(settings.get("options", {}))
     return GRADIENT_SHARE_SECONDS_PER_ENTRY * scored * experts * vocab_of(settings) * (d + 1)
 

@@ -97,7 +97,6 @@ class TransformerBody(TransformerTraits, nn.Module):
 
     Config = TransformerConfig
 
-
     def __init__(self, cfg: TransformerConfig, embedding: nn.Embedding):
         super().__init__()
         d = cfg.emb_size
