@@ -38,7 +38,7 @@ from pathlib import Path
 from audit.errors import AuditError
 from audit.stats.sequential.schedule import planned_seeds
 
-TRAIN_TOKENS = {"ptb": 929_589, "wikitext-2": 2_088_628}  # training tokens incl. <eos> (LM convention)
+TRAIN_TOKENS = {"ptb": 929_589, "wikitext-2": 2_088_628, "wikitext-103": 103_227_021}  # training tokens incl. <eos> (LM convention)
 PAPER_CONFIGS = ["paper-ptb", "paper-wt2", "fair-comparison-paper", "gss-grid-paper-ptb", "gss-grid-paper-wt2",
                  "mos-sweep-paper-ptb"]
 CONCURRENCY = [1, 2, 4, 8, 12, 16]

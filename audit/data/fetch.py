@@ -1,17 +1,25 @@
-"""Obtain one data file from an offline mirror or its canonical URL, verified by SHA-256.
+"""Obtain one data file from an offline mirror or its canonical URL, verified by its pinned checksum.
 
-Sources and checksums are pinned in ``sources.yaml`` beside this module. A mirror is a folder
-laid out as ``<mirror>/<dataset>/<file>`` (``shared/data`` is one). The file is written to a
-temporary name in the destination folder and renamed only after its checksum matched, so a
-failure never leaves a partial or unverified file behind.
+Sources and checksums are pinned in ``sources.yaml`` beside this module: a plain file's URL at a
+fixed commit, or, for a corpus published only as an archive (WikiText-103), the archive's URL
+and the file's ``member`` inside it. Each file carries a ``sha256``, or the ``sha1`` its only
+published pin gives, or both (every one given must match). A mirror is a folder laid out as
+``<mirror>/<dataset>/<file>`` (``shared/data`` is one), plain files whatever the source. The file
+is written to a temporary name in the destination folder and renamed only after its checksums
+matched, so a failure never leaves a partial or unverified file behind. A downloaded archive is
+kept (``<dest folder>/.archives/``) so the corpus's other files are taken from it, not downloaded
+again; each member is still verified against its own pin.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
+import shutil
 import tempfile
 import urllib.request
+import zipfile
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -22,11 +30,13 @@ from audit.errors import AuditError
 from audit.files import sha256_of
 
 MIRROR_ENV = "AUDIT_DATA_MIRROR"  # environment variable naming an offline mirror folder
+DIGESTS = ("sha256", "sha1")      # the checksums an entry of sources.yaml may pin, strongest first
+ARCHIVES = ".archives"            # where downloaded archives are kept, inside the destination folder
 
 
 @lru_cache(maxsize=1)
 def sources() -> dict:
-    """The pinned ``{dataset: {file: {url, sha256}}}`` table."""
+    """The pinned ``{dataset: {file: {url, [member], sha256 and/or sha1}}}`` table."""
     text = resources.files("audit.data").joinpath("sources.yaml").read_text()
     return yaml.safe_load(text)
 
@@ -39,6 +49,30 @@ def source(dataset: str, name: str) -> dict:
     if name not in table[dataset]:
         raise AuditError(f"unknown file {name!r} in dataset {dataset!r}; known: {', '.join(table[dataset])}")
     return table[dataset][name]
+
+
+def digest_of(path: str | os.PathLike, algorithm: str) -> str:
+    """Hex digest of a file by ``hashlib``'s ``algorithm`` (one of ``DIGESTS``)."""
+    if algorithm == "sha256":
+        return sha256_of(path)
+    digest = hashlib.new(algorithm)
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def pins(entry: dict) -> dict[str, str]:
+    """``{algorithm: hex digest}`` of every checksum an entry pins (at least one: a test checks)."""
+    return {algorithm: entry[algorithm] for algorithm in DIGESTS if algorithm in entry}
+
+
+def verify(path: Path, entry: dict, origin: str) -> None:
+    """Raise unless every pinned checksum of ``entry`` matches ``path``'s content."""
+    for algorithm, expected in pins(entry).items():
+        actual = digest_of(path, algorithm)
+        if actual != expected:
+            raise AuditError(f"checksum mismatch for {origin}: expected {algorithm} {expected}, got {actual}")
 
 
 def resolve_mirror(mirror: str | os.PathLike | None) -> Path | None:
@@ -58,12 +92,38 @@ def _copy_from(origin: str, tmp: Path) -> None:
                 out.write(block)
 
 
+def _archive(url: str, folder: Path) -> Path:
+    """The archive at ``url``, downloaded once into ``folder`` (to a temporary name, then renamed)."""
+    path = folder / url.rsplit("/", 1)[-1]
+    if not path.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", dir=folder)
+        os.close(fd)
+        try:
+            _copy_from(url, Path(tmp_name))
+            os.replace(tmp_name, path)
+        finally:
+            Path(tmp_name).unlink(missing_ok=True)
+    return path
+
+
+def _extract(archive: Path, member: str, tmp: Path) -> None:
+    """Copy one member of a zip archive to ``tmp``; a damaged archive or a missing member is an
+    ``OSError`` (this source cannot be read), as an unreachable URL is."""
+    try:
+        with zipfile.ZipFile(archive) as zf, zf.open(member) as src, open(tmp, "wb") as out:
+            shutil.copyfileobj(src, out, 1 << 20)
+    except (zipfile.BadZipFile, KeyError) as err:
+        raise OSError(f"{archive}: {err}") from err
+
+
 def fetch(dataset: str, name: str, dest: str | os.PathLike, mirror: str | os.PathLike | None = None) -> Path:
     """Place the verified file ``dataset/name`` at ``dest``.
 
-    Tries the mirror (if any) first, then the canonical URL. A checksum mismatch is an error
-    at once (a corrupted mirror must not be papered over by a download); a source that cannot
-    be read is skipped, and when none is left the error lists the places tried.
+    Tries the mirror (if any) first, then the canonical URL (the archive's, for a ``member``
+    entry). A checksum mismatch is an error at once (a corrupted mirror must not be papered over
+    by a download); a source that cannot be read is skipped, and when none is left the error
+    lists the places tried.
 
     Returns:
         The destination path.
@@ -72,18 +132,26 @@ def fetch(dataset: str, name: str, dest: str | os.PathLike, mirror: str | os.Pat
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     root = resolve_mirror(mirror)
-    origins = ([str(root / dataset / name)] if root else []) + [entry["url"]]
+    member = entry.get("member")
+    url = f"{entry['url']}!{member}" if member else entry["url"]  # how the archive's member is named
+    origins = ([str(root / dataset / name)] if root else []) + [url]
     tried = []
     for origin in origins:
         fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
         os.close(fd)
         tmp = Path(tmp_name)
         try:
-            _copy_from(origin, tmp)
-            actual = sha256_of(tmp)
-            if actual != entry["sha256"]:
-                raise AuditError(
-                    f"checksum mismatch for {origin}: expected sha256 {entry['sha256']}, got {actual}")
+            if origin == url and member:
+                archive = _archive(entry["url"], dest.parent / ARCHIVES)
+                try:
+                    _extract(archive, member, tmp)
+                    verify(tmp, entry, origin)
+                except (OSError, AuditError):
+                    archive.unlink(missing_ok=True)  # a damaged or different archive is not kept
+                    raise
+            else:
+                _copy_from(origin, tmp)
+                verify(tmp, entry, origin)
             os.replace(tmp, dest)
             return dest
         except OSError as err:  # unreadable or unreachable source: try the next one
@@ -96,11 +164,11 @@ def fetch(dataset: str, name: str, dest: str | os.PathLike, mirror: str | os.Pat
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m audit fetch", description=__doc__)
-    parser.add_argument("--dataset", required=True, help="ptb, wikitext-2 or wordsim")
+    parser.add_argument("--dataset", required=True, help=f"one of {', '.join(sources())}")
     parser.add_argument("--file", required=True, help="file name inside the dataset, e.g. train.txt")
     parser.add_argument("--out", required=True, help="destination path")
     parser.add_argument("--mirror", default=None, help=f"offline mirror folder (default: ${MIRROR_ENV})")
     args = parser.parse_args(argv)
     path = fetch(args.dataset, args.file, args.out, args.mirror)
-    print(f"{args.dataset}/{args.file}: sha256 ok -> {path}")
+    print(f"{args.dataset}/{args.file}: {' and '.join(pins(source(args.dataset, args.file)))} ok -> {path}")
     return 0

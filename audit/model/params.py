@@ -16,8 +16,8 @@ from audit.model.bodies.traits import body_traits
 from audit.model.heads.traits import SoftmaxMatchedTraits, head_traits
 
 # Vocabulary sizes of the pinned (checksummed) training files, used when no mirror is at hand;
-# tests/test_params.py recounts them from the mirror.
-PINNED_VOCAB = {"ptb": 10000, "wikitext-2": 33278}
+# tests/model/test_params.py recounts them from the mirror (WikiText-103's: its paper's Table 1).
+PINNED_VOCAB = {"ptb": 10000, "wikitext-2": 33278, "wikitext-103": 267735}
 # softmax_matched must come within this relative gap of its target's count unless its
 # options.tolerance says otherwise (the schema's $defs/softmax_matched_options: 0.5%)
 MATCH_TOLERANCE = SoftmaxMatchedTraits.defaults["tolerance"]

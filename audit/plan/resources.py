@@ -53,12 +53,13 @@ from audit.errors import AuditError
 from audit.model.heads.traits import head_traits
 
 # Tokens per split (with <eos>) and vocabulary of the pinned files; tests/plan/test_resources.py
-# recounts them from the data mirror.
+# recounts them from the data mirror (WikiText-103, not in it: the WikiText paper's Table 1).
 SPLIT_TOKENS = {
     "ptb": {"train": 929_589, "valid": 73_760, "test": 82_430},
     "wikitext-2": {"train": 2_088_628, "valid": 217_646, "test": 245_569},
+    "wikitext-103": {"train": 103_227_021, "valid": 217_646, "test": 245_569},
 }
-VOCAB = {"ptb": 10_000, "wikitext-2": 33_278}
+VOCAB = {"ptb": 10_000, "wikitext-2": 33_278, "wikitext-103": 267_735}
 # Subword tokens per word of a byte-level BPE of K tokens (data.tokenizer: bpe), for the split
 # counts above, which are words: the largest over PTB's and WikiText-2's three splits, measured
 # with audit.data.bpe (train_tokenizer, encode_lines) on the offline mirror, 2026-11-26. A run

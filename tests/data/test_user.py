@@ -32,7 +32,7 @@ def _study(files: dict, corpora=("mytext",), **data):
 
 
 def test_builtin_corpora_are_the_pinned_ones():
-    assert builtin_corpora() == ["ptb", "wikitext-2"]
+    assert builtin_corpora() == ["ptb", "wikitext-2", "wikitext-103"]
 
 
 def test_relative_paths_resolve_against_the_workflow_directory(tmp_path):
