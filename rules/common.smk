@@ -86,6 +86,16 @@ def study_has_runs():
     return bool(config["data"]["corpora"] and config["heads"])
 
 
+def _evidence_inputs(config):
+    """The runs tables of `evidence:`, each with the baselines beside it when there (the path
+    of audit.stats.sources.sibling_baselines, spelled here so parsing imports no pandas)."""
+    paths = []
+    for entry in config["evidence"]:
+        sibling = os.path.join(os.path.dirname(entry["runs"]), "tables", "baselines.csv")
+        paths += [entry["runs"]] + ([sibling] if os.path.isfile(sibling) else [])
+    return paths
+
+
 def all_runs():
     """(corpus, head, seed) of every run of the study.
 

@@ -59,8 +59,8 @@ for _table in STATS_TABLES:
             pairs=f"{RESULTS}/wordsim_pairs.csv",
             config=f"{RESULTS}/stats_config.yaml",
             baselines=f"{REPORTS}/tables/baselines.csv",
-            # the further runs tables of `evidence:` (rerun when one changes)
-            evidence=[e["runs"] for e in config["evidence"]] if _table == "evidence_claims" else [],
+            # the further runs tables of `evidence:` and the baselines beside them (rerun when one changes)
+            evidence=_evidence_inputs(config) if _table == "evidence_claims" else [],
             # per-run test NLL per sentence: the multi-bootstrap columns (audit/stats/multiboot.py)
             sentences=[f"{RESULTS}/sentences.npz"] if _table in ("comparisons", "claims") else [],
         output:

@@ -29,6 +29,7 @@ STUDIES = {
     "sequential-smoke.yaml": (3 * 3, False, False),  # seeds on demand: stage 1 only (3 heads x 3 seeds) is planned
     "transformer.yaml": (10 * 4, False, False),        # the default's arms on a Transformer body
     "transformer-paper.yaml": (10 * 10, False, False),
+    "subword.yaml": (10 * 4, False, False),            # the default's arms under a BPE of 8,000 tokens
 }
 SYNTHETIC_FITS = {"synthetic-gpu.yaml": 4 * 6 * 3 * 10}
 

@@ -104,6 +104,8 @@ def _archive(url: str, folder: Path) -> Path:
             os.replace(tmp_name, path)
         finally:
             Path(tmp_name).unlink(missing_ok=True)
+            if not any(folder.iterdir()):
+                folder.rmdir()  # a failed first download leaves no empty folder behind
     return path
 
 

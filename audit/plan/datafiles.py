@@ -5,7 +5,7 @@
 prints one path per line on stdout, so that the list can feed a copy of the mirror to a machine
 without network, e.g. ``python -m audit data-files configs/smoke.yaml | rsync -a --files-from=-
 shared/data node:data``. With a mirror (``--mirror``, else the config's ``data.mirror``, else
-``$AUDIT_DATA_MIRROR``) every listed file is also checked there against its pinned SHA-256, and
+``$AUDIT_DATA_MIRROR``) every listed file is also checked there against its pinned checksums, and
 stderr gets their number and total size.
 
 What a study reads (the inputs of ``rules/data.smk``'s fetch rules in its DAG):
@@ -25,10 +25,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from audit.data.fetch import MIRROR_ENV, resolve_mirror, source, sources
+from audit.data.fetch import MIRROR_ENV, digest_of, pins, resolve_mirror, source, sources
 from audit.data.text import SPLITS  # the files of a corpus, <split>.txt
 from audit.errors import AuditError
-from audit.files import sha256_of
 
 WORDSIM = "wordsim"  # the dataset of the word-similarity benchmarks in sources.yaml
 
@@ -73,7 +72,8 @@ def user_file_lines(config: dict) -> list[str]:
 
 
 def mirror_bytes(files: list[str], mirror: Path) -> int:
-    """Total size in bytes of ``files`` in ``mirror``, each verified against its pinned SHA-256.
+    """Total size in bytes of ``files`` in ``mirror``, each verified against its pinned checksums
+    (SHA-256; WikiText-103's SHA-1).
 
     Raises:
         AuditError: the first file that is missing or whose checksum differs, with the count of such files.
@@ -85,8 +85,8 @@ def mirror_bytes(files: list[str], mirror: Path) -> int:
         dataset, file = name.split("/", 1)
         if not path.is_file():
             bad.append(f"{path} is missing")
-        elif sha256_of(path) != source(dataset, file)["sha256"]:
-            bad.append(f"{path} does not match its pinned sha256")
+        elif wrong := [a for a, pin in pins(source(dataset, file)).items() if digest_of(path, a) != pin]:
+            bad.append(f"{path} does not match its pinned {wrong[0]}")
         else:
             total += path.stat().st_size
     if bad:
@@ -113,6 +113,7 @@ def main(argv: list[str]) -> int:
     mirror = resolve_mirror(args.mirror or config["data"]["mirror"])
     if mirror is not None:
         total = mirror_bytes(files, mirror)
-        print(f"{len(files)} files, {total} bytes ({total / 2 ** 20:.1f} MiB) in {mirror}, sha256 ok",
-              file=sys.stderr)
+        checked = dict.fromkeys(a for name in files for a in pins(source(*name.split("/", 1))))
+        print(f"{len(files)} files, {total} bytes ({total / 2 ** 20:.1f} MiB) in {mirror}, "
+              f"{' and '.join(checked)} ok", file=sys.stderr)
     return 0

@@ -10,14 +10,20 @@ Each is read with ``audit.stats.io.load_runs`` and judged with exactly this stud
 correlations and claims (``comparisons_table``, ``correlations_table``, ``claims_table``: the
 same families, Holm corrections and settings, computed on that table alone, never pooled with
 this study's runs), then guarded against this study's count baselines (``audit.stats.guard``: an arm
-whose corpus, vocabulary size and test tokens match no baselines row is not informative). The result is the claims table of every source
-stacked, with the source's name in the first column ``source``.
+whose corpus, vocabulary size and test tokens match no baselines row is not informative), joined
+by the baselines of the study that made the runs table when its audit lies beside it
+(``sibling_baselines``): the default study's word runs, named as evidence of the subword study,
+are guarded against their own unigram. The result is the claims table of every source stacked,
+with the source's name in the first column ``source``.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 
+from audit.evaluate.baselines import load_baselines
 from audit.stats import claims, comparisons, correlations, guard
 from audit.stats.io import Settings, load_runs
 
@@ -26,9 +32,28 @@ from audit.stats.io import Settings, load_runs
 COLUMNS = ["evidence_source"] + claims.COLUMNS
 
 
+def sibling_baselines(runs: str | Path) -> Path:
+    """Where the baselines of the study that wrote the runs table ``runs`` lie: its audit's
+    ``tables/baselines.csv`` beside ``reports/<study>/runs.csv`` (present or not)."""
+    return Path(runs).parent / "tables" / "baselines.csv"
+
+
+def evidence_baselines(runs: str | Path, baselines: pd.DataFrame | None) -> pd.DataFrame | None:
+    """This study's baselines joined by those beside the runs table ``runs``, when there are any.
+
+    None stays None (no guard asked for). A vocabulary both tables hold must agree, or the guard
+    finds no single unigram for it and says so.
+    """
+    sibling = sibling_baselines(runs)
+    if baselines is None or not sibling.is_file():
+        return baselines
+    return pd.concat([baselines, load_baselines(sibling)], ignore_index=True).drop_duplicates()
+
+
 def evidence_claims_table(config: dict, settings: Settings, baselines: pd.DataFrame | None,
                           source: str = "config") -> pd.DataFrame:
-    """The claims of ``config`` on every runs table of its ``evidence:`` list.
+    """The claims of ``config`` on every runs table of its ``evidence:`` list, each guarded by
+    ``baselines`` and the baselines beside it (``evidence_baselines``).
 
     Raises:
         AuditError: a runs table that is missing or malformed (one line naming the file), or a
@@ -41,6 +66,7 @@ def evidence_claims_table(config: dict, settings: Settings, baselines: pd.DataFr
         label = f"{source}: evidence {entry['name']!r}"
         corr = correlations.correlations_table(runs, config, settings, label)
         table = claims.claims_table(runs, config, settings, comp, corr, source)
-        table = guard.guard_claims(table, runs, baselines, config, settings.max_failed_share)
+        own = evidence_baselines(entry["runs"], baselines)
+        table = guard.guard_claims(table, runs, own, config, settings.max_failed_share)
         tables.append(table.assign(evidence_source=entry["name"])[COLUMNS])
     return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=COLUMNS)

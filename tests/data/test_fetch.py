@@ -168,3 +168,10 @@ def test_archive_without_the_member_is_a_source_that_cannot_be_read(tmp_path, wi
                                          r"wiki\.nope\.tokens \(OSError\)"):
         fetch("wikitext-103", "test.txt", tmp_path / "out" / "test.txt")
     assert not (tmp_path / "out" / "test.txt").exists()
+
+
+def test_unreachable_archive_lists_the_member_and_leaves_nothing(tmp_path, offline):
+    with pytest.raises(AuditError, match=r"cannot obtain wikitext-103/valid\.txt: tried https://wikitext\.smerity\.com/"
+                                         r"wikitext-103-v1\.zip!wikitext-103/wiki\.valid\.tokens \(URLError\)"):
+        fetch("wikitext-103", "valid.txt", tmp_path / "out" / "valid.txt")
+    assert list((tmp_path / "out").iterdir()) == []   # no archive folder, no partial file

@@ -41,13 +41,13 @@ def test_relative_paths_resolve_against_the_workflow_directory(tmp_path):
     assert config["data"]["files"]["mytext"] == {s: str(tmp_path / "texts" / n) for s, n in names.items()}
 
 
-@pytest.mark.parametrize("name", ["ptb", "wikitext-2"])
+@pytest.mark.parametrize("name", ["ptb", "wikitext-2", "wikitext-103"])
 def test_a_user_corpus_may_not_shadow_a_builtin_one(tmp_path, name):
     names = _write(tmp_path)
     with pytest.raises(AuditError) as err:
         check_study(_study({name: names}, corpora=[name]), "s.yaml", base=tmp_path)
     assert str(err.value) == (f"s.yaml: config key data.files.{name}: {name!r} is a built-in corpus "
-                              "(ptb, wikitext-2); give your corpus another name")
+                              "(ptb, wikitext-2, wikitext-103); give your corpus another name")
 
 
 def test_missing_file_and_unknown_corpus_are_one_line_errors(tmp_path):
@@ -56,7 +56,7 @@ def test_missing_file_and_unknown_corpus_are_one_line_errors(tmp_path):
                                          r".*/nope\.txt$"):
         check_study(_study({"mytext": {**names, "test": "nope.txt"}}), "s.yaml", base=tmp_path)
     with pytest.raises(AuditError, match=r"^s\.yaml: config key data\.corpora\[1\]: unknown corpus 'other'; "
-                                         r"built-in: ptb, wikitext-2; or give its files under data\.files\.other$"):
+                                         r"built-in: ptb, wikitext-2, wikitext-103; or give its files under data\.files\.other$"):
         check_study(_study({"mytext": names}, corpora=["mytext", "other"]), "s.yaml", base=tmp_path)
     with pytest.raises(AuditError, match=r"config key data\.files\.mytext: 'test' is a required property"):
         check_study(_study({"mytext": {"train": "a", "valid": "b"}}), "s.yaml", base=tmp_path)

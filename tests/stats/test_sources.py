@@ -47,3 +47,26 @@ def test_the_stats_verb_writes_the_evidence_claims_table(tmp_path):
     table = pd.read_csv(tmp_path / "evidence_claims.csv")
     assert set(table["evidence_source"]) == {"gpu"}
     assert table.set_index("claim_id").loc["mos-lowers", "verdict"] == "contradicted"   # gpu.csv's, not runs.csv's
+
+
+def test_a_runs_table_of_another_vocabulary_is_guarded_by_the_baselines_beside_it(tmp_path):
+    """The default study's word runs (K = 2,000) named as evidence of a study on another vocabulary
+    (here K = 8,000): without the baselines beside them no unigram matches and every claim is not
+    informative; with reports/<study>/tables/baselines.csv beside runs.csv they are judged."""
+    from audit.stats.sources import evidence_baselines, sibling_baselines
+
+    study = tmp_path / "reports" / "default"
+    (study / "tables").mkdir(parents=True)
+    runs_table({"softmax": 150.0, "mos": 100.0, "gss": 140.0}).to_csv(study / "runs.csv", index=False)
+    other = pd.DataFrame([dict(corpus="ptb", vocab_size=8000, n_test=120_001, unigram_ppl=700.0)])
+    config = dict(CONFIG, evidence=[{"name": "default", "runs": str(study / "runs.csv")}])
+    alone = evidence_claims_table(config, FAST, other)
+    assert set(alone["verdict"]) == {guard.VERDICT}
+    assert "no baseline for this vocabulary" in alone.set_index("claim_id").loc["mos-lowers", "reason"]
+    assert sibling_baselines(study / "runs.csv") == study / "tables" / "baselines.csv"
+    BASE.to_csv(study / "tables" / "baselines.csv", index=False)
+    joined = evidence_claims_table(config, FAST, other)
+    got = dict(zip(joined["claim_id"], joined["verdict"]))
+    assert got["mos-lowers"] == "supported" and got["gss-lowers"] == "supported"
+    assert evidence_baselines(study / "runs.csv", None) is None   # no guard asked for: none added
+    assert len(evidence_baselines(study / "runs.csv", other)) == len(other) + len(BASE)
