@@ -114,6 +114,7 @@ def main(argv: list[str]) -> int:
     if mirror is not None:
         total = mirror_bytes(files, mirror)
         checked = dict.fromkeys(a for name in files for a in pins(source(*name.split("/", 1))))
-        print(f"{len(files)} files, {total} bytes ({total / 2 ** 20:.1f} MiB) in {mirror}, "
-              f"{' and '.join(checked)} ok", file=sys.stderr)
+        verdict = f"{' and '.join(checked)} ok" if checked else "nothing to check"
+        print(f"{len(files)} files, {total} bytes ({total / 2 ** 20:.1f} MiB) in {mirror}, {verdict}",
+              file=sys.stderr)
     return 0
