@@ -105,7 +105,10 @@ def _archive(url: str, folder: Path) -> Path:
         finally:
             Path(tmp_name).unlink(missing_ok=True)
             if not any(folder.iterdir()):
-                folder.rmdir()  # a failed first download leaves no empty folder behind
+                try:
+                    folder.rmdir()  # a failed first download leaves no empty folder behind
+                except OSError:     # another job's download has just begun in it
+                    pass
     return path
 
 
