@@ -48,9 +48,14 @@ def atomic_save(obj, path: str | os.PathLike) -> Path:
     return atomic_write(path, lambda tmp: torch.save(obj, tmp))
 
 
-def sha256_of(path: str | os.PathLike) -> str:
-    digest = hashlib.sha256()
+def digest_of(path: str | os.PathLike, algorithm: str = "sha256") -> str:
+    """Hex digest of a file's bytes by ``hashlib``'s ``algorithm``, read in 1 MiB blocks."""
+    digest = hashlib.new(algorithm)
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def sha256_of(path: str | os.PathLike) -> str:
+    return digest_of(path, "sha256")

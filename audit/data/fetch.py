@@ -14,7 +14,6 @@ again; each member is still verified against its own pin.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import shutil
 import tempfile
@@ -27,7 +26,7 @@ from pathlib import Path
 import yaml
 
 from audit.errors import AuditError
-from audit.files import sha256_of
+from audit.files import digest_of
 
 MIRROR_ENV = "AUDIT_DATA_MIRROR"  # environment variable naming an offline mirror folder
 DIGESTS = ("sha256", "sha1")      # the checksums an entry of sources.yaml may pin, strongest first
@@ -49,17 +48,6 @@ def source(dataset: str, name: str) -> dict:
     if name not in table[dataset]:
         raise AuditError(f"unknown file {name!r} in dataset {dataset!r}; known: {', '.join(table[dataset])}")
     return table[dataset][name]
-
-
-def digest_of(path: str | os.PathLike, algorithm: str) -> str:
-    """Hex digest of a file by ``hashlib``'s ``algorithm`` (one of ``DIGESTS``)."""
-    if algorithm == "sha256":
-        return sha256_of(path)
-    digest = hashlib.new(algorithm)
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def pins(entry: dict) -> dict[str, str]:

@@ -25,9 +25,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from audit.data.fetch import MIRROR_ENV, digest_of, pins, resolve_mirror, source, sources
+from audit.data.fetch import MIRROR_ENV, pins, resolve_mirror, source, sources
 from audit.data.text import SPLITS  # the files of a corpus, <split>.txt
 from audit.errors import AuditError
+from audit.files import digest_of
 
 WORDSIM = "wordsim"  # the dataset of the word-similarity benchmarks in sources.yaml
 

@@ -6,8 +6,9 @@ import urllib.request
 import pytest
 
 from audit.data import fetch as fetch_module
-from audit.data.fetch import fetch, sha256_of, source
+from audit.data.fetch import fetch, source
 from audit.errors import AuditError
+from audit.files import digest_of, sha256_of
 
 
 @pytest.fixture
@@ -84,8 +85,6 @@ def test_gluon_nlp_sha1_pins_match_the_verified_wikitext_2(mirror):
     """The WikiText-103 pins come from gluon-nlp's table; its WikiText-2 pins, from the same
     table, must match the SHA-256-verified mirror copies byte for byte, or the source is not
     to be trusted."""
-    from audit.data.fetch import digest_of
-
     for split in ("train", "valid", "test"):
         entry = source("wikitext-2", f"{split}.txt")
         path = mirror / "wikitext-2" / f"{split}.txt"
