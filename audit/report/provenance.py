@@ -20,7 +20,8 @@ from pathlib import Path
 
 import yaml
 
-from audit.files import sha256_of
+from audit.data.fetch import pins
+from audit.files import digest_of, sha256_of
 
 PACKAGES = ["bottleneck-audit", "torch", "numpy", "scipy", "pandas", "statsmodels", "matplotlib",
             "jinja2", "snakemake", "pyyaml", "jsonschema", "tokenizers"]
@@ -143,7 +144,8 @@ USER_DATASET = "(your file)"  # the dataset column of a user corpus's file (data
 
 
 def data_checksums(data_files: list[Path], data_dir: Path, sources: Path = SOURCES) -> list[dict]:
-    """SHA-256 of each data file next to the one pinned in ``sources.yaml``.
+    """SHA-256 of each data file next to the one pinned in ``sources.yaml`` (a file pinned by
+    SHA-1 alone, WikiText-103's: ``pinned`` is ``"sha1 <hex>"``, ``match`` compares that digest).
 
     Args:
         data_files: files under ``data_dir`` laid out as ``<dataset>/<file>``, and the files of
@@ -166,9 +168,12 @@ def data_checksums(data_files: list[Path], data_dir: Path, sources: Path = SOURC
         dataset, name = (rel.parts[0], "/".join(rel.parts[1:])) if len(rel.parts) > 1 else ("", rel.name)
         source = (pinned.get(dataset) or {}).get(name) or {}
         actual = sha256_of(path)
+        # the SHA-256 where one is pinned; else the pin there is (WikiText-103: SHA-1), named
+        algorithm, pin = next(iter(pins(source).items()), ("sha256", ""))
+        match = actual == pin if algorithm == "sha256" else digest_of(path, algorithm) == pin
         rows.append({"dataset": dataset, "file": name, "url": source.get("url", ""),
-                     "pinned": source.get("sha256", ""), "actual": actual,
-                     "match": actual == source.get("sha256")})
+                     "pinned": pin if algorithm == "sha256" else f"{algorithm} {pin}", "actual": actual,
+                     "match": match})
     return sorted(rows, key=lambda r: (r["dataset"], r["file"]))
 
 

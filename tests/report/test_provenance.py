@@ -63,6 +63,23 @@ def test_data_checksums_against_pinned(tmp_path):
     assert rows[1]["actual"] == hashlib.sha256(b"x\n").hexdigest()
 
 
+def test_a_file_pinned_by_sha1_alone_is_matched_by_its_sha1(tmp_path):
+    """WikiText-103's files carry gluon-nlp's SHA-1 only: a right file matches, a wrong one not."""
+    sources = tmp_path / "sources.yaml"
+    good, bad = tmp_path / "data" / "wikitext-103" / "test.txt", tmp_path / "data" / "wikitext-103" / "valid.txt"
+    good.parent.mkdir(parents=True)
+    good.write_text("a b c\n")
+    bad.write_text("x\n")
+    sha1 = hashlib.sha1(b"a b c\n").hexdigest()
+    sources.write_text(yaml.safe_dump({"wikitext-103": {
+        "test.txt": {"url": "u1", "member": "m1", "sha1": sha1},
+        "valid.txt": {"url": "u2", "member": "m2", "sha1": "0" * 40}}}))
+    rows = provenance.data_checksums([bad, good], tmp_path / "data", sources)
+    assert [(r["file"], r["pinned"], r["match"]) for r in rows] == [
+        ("test.txt", f"sha1 {sha1}", True), ("valid.txt", "sha1 " + "0" * 40, False)]
+    assert rows[0]["actual"] == hashlib.sha256(b"a b c\n").hexdigest()
+
+
 def test_a_user_corpus_file_is_recorded_unpinned(tmp_path):
     """A file of data.files (outside the data folder): its SHA-256, no pin, match None (not False)."""
     own = tmp_path / "texts" / "train.txt"
