@@ -26,6 +26,7 @@ memory counter starts at zero, so no head's peak carries over to the next.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -123,7 +124,12 @@ def worker(settings: dict, corpus: str, steps: int, warmup: int, barrier: Path |
     end = time.time()
     memory = torch.cuda.max_memory_reserved() if trainer.device.type == "cuda" else 0
     tokens = row["tokens_per_second"] * row["train_seconds"]
-    return {"tokens": tokens, "start": start, "end": end, "peak_bytes": memory}
+    # the trained weights' digest: two runs of one seed agree bitwise iff their digests do
+    # (``train.deterministic``'s promise, checked by gpu-check's speed step)
+    digest = hashlib.sha256()
+    for name, tensor in sorted(trainer.model.state_dict().items()):
+        digest.update(name.encode() + tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return {"tokens": tokens, "start": start, "end": end, "peak_bytes": memory, "weights_sha256": digest.hexdigest()}
 
 
 def probe_device() -> dict:
@@ -137,15 +143,18 @@ def probe_device() -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def concurrent(settings: dict, corpus: str, n: int, steps: int, warmup: int, env: dict | None = None) -> dict:
-    """N worker processes with a common start: aggregate tokens/s over the union window."""
+def concurrent(settings: dict, corpus: str, n: int, steps: int, warmup: int, env: dict | None = None,
+               timeout: float = 1800) -> dict:
+    """N worker processes with a common start: aggregate tokens/s over the union window. Workers
+    still running after ``timeout`` seconds are killed and AuditError raised (a hung worker, an
+    MPS daemon that never answers, must not take the caller's other figures down with it)."""
     with tempfile.TemporaryDirectory(prefix="audit-bench-gpu-") as tmp:
         barrier = Path(tmp)
         cmd = [sys.executable, "-m", "audit", "bench", "gpu", "--worker", json.dumps(settings), "--corpus", corpus,
                "--steps", str(steps), "--warmup", str(warmup), "--barrier", tmp]
         procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
                                   env={**os.environ, **(env or {})}) for _ in range(n)]
-        deadline = time.time() + 1800
+        deadline = time.time() + timeout
         while len(list(barrier.glob("ready-*"))) < n:
             if any(p.poll() not in (None, 0) for p in procs) or time.time() > deadline:
                 for p in procs:
@@ -156,13 +165,19 @@ def concurrent(settings: dict, corpus: str, n: int, steps: int, warmup: int, env
         (barrier / "go").touch()
         results = []
         for p in procs:
-            out, err = p.communicate(timeout=1800)
+            try:
+                out, err = p.communicate(timeout=max(deadline - time.time(), 1))
+            except subprocess.TimeoutExpired:
+                for q in procs:
+                    q.kill()
+                raise AuditError(f"bench gpu: {n} workers still running after {timeout:.0f} s") from None
             if p.returncode:
                 raise AuditError(f"bench gpu: worker failed: {err[-400:]}")
             results.append(json.loads(out.strip().splitlines()[-1]))
     window = max(r["end"] for r in results) - min(r["start"] for r in results)
     return {"n": n, "tokens_per_second": sum(r["tokens"] for r in results) / window,
-            "peak_gb": max(r["peak_bytes"] for r in results) / 1e9}
+            "peak_gb": max(r["peak_bytes"] for r in results) / 1e9,
+            "weights_sha256": sorted({r["weights_sha256"] for r in results})}
 
 
 def start_mps(tmp: str) -> dict | None:

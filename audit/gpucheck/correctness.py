@@ -4,7 +4,8 @@ For each (body, head): the log-probs of the initial model, one optimiser step (S
 AWD-LSTM, AdamW for the Transformer) and, for the AWD-LSTM, one averaging step (ASGD's running
 mean), run through the real ``Trainer`` on CUDA and on the CPU from the same seed, with dropout
 off (the two devices draw different masks from one seed). Then PLIF's scatter-add (atomic adds
-in no fixed order on a GPU), the Press rank of a spectrum accumulated on the GPU, and the
+in no fixed order on a GPU), the weight-dropped LSTM layer (cuDNN's flat-weight copy) with one
+mask for both devices, the Press rank of a spectrum accumulated on the GPU, and the
 forward-mode Jacobian (``torch.func``) on CUDA against reverse mode.
 
 Tolerances are float32's with TF32 off (``train.precision: fp32`` sets it): cuBLAS/cuDNN and the
@@ -26,6 +27,11 @@ LOSS_RTOL = 1e-5     # the step's training loss: the same forward pass, summed i
 PARAM_TOL = 1e-4
 STEPPED_LOSS_RTOL = 1e-4   # the loss of the AdamW-stepped model on the step's batch
 PLIF_SPREAD = 1e-4   # max |g1 - g2| / max |g| of PLIF's slope gradient, run to run
+# ||x_cuda - x_cpu|| / ||x_cpu|| of the weight-dropped LSTM layer's output and of each gradient:
+# 20 recurrent steps of float32 in cuDNN's order against the CPU's (~1e-6), with a 10x margin
+WDROP_TOL = 1e-5
+# paper-ptb's first LSTM layer (emb 400 -> hidden 1150, batch 20, bptt 70), where weight drop is timed
+WDROP_SHAPE = {"n_in": 400, "n_out": 1150, "batch": 20, "steps": 70}
 JACOBIAN_TOL = 1e-5  # ||J_forward - J_reverse|| / ||J_reverse||, both on CUDA
 
 
@@ -153,6 +159,75 @@ def press_rank(result) -> None:
                      f"equal; {base} <= d + 2 = 18, {lifted} above", ranks[0] == ranks[1] and bound_holds)
 
 
+def _weight_drop_layer(n_in: int, n_out: int, device: str, mask):
+    """A training-mode WeightDropLSTM (wdrop 0.5) on ``device`` whose dropped matrix is
+    ``weight_hh * mask``: one mask drawn on the CPU for both devices, so only the kernels differ."""
+    import torch
+
+    from audit.model.bodies.awd_lstm import WeightDropLSTM
+
+    torch.manual_seed(7)
+    layer = WeightDropLSTM(n_in, n_out, 0.5).to(device).train()
+    if mask is not None:
+        layer.drop_hh = lambda weight: weight * mask.to(weight.device)
+    return layer
+
+
+def _drop_pass(layer, x, probe):
+    """Output and the gradient of every weight (the undropped weight_hh's included) of one pass."""
+    layer.zero_grad(set_to_none=True)
+    zeros = x.new_zeros(1, x.size(1), layer.lstm.hidden_size)
+    out, _ = layer(x, (zeros, zeros))
+    (out * probe).sum().backward()
+    return [out.detach()] + [p.grad.detach() for p in layer.parameters()]
+
+
+def weight_drop(result, simulated: bool) -> None:
+    """AWD-LSTM's DropConnect in training: the dropped weight_hh lies outside cuDNN's flat weight
+    buffer, so cuDNN copies the weights into a new one every call. With one mask for both
+    devices the output and every gradient must match the CPU's; the mask must change the output
+    (else the dropped path was not taken). Then the cost of the copy at paper-ptb's size: one
+    forward and backward of the layer, dropped against the flat path (CUDA events, median of 20)."""
+    import warnings
+
+    import torch
+
+    n_in, n_out, rng = 24, 40, torch.Generator().manual_seed(8)
+    mask = (torch.rand(4 * n_out, n_out, generator=rng) > 0.5).float() / 0.5
+    x, probe = torch.randn(20, 4, n_in, generator=rng), torch.randn(20, 4, n_out, generator=rng)
+    want = _drop_pass(_weight_drop_layer(n_in, n_out, "cpu", mask), x, probe)
+    flat = _drop_pass(_weight_drop_layer(n_in, n_out, "cpu", None).eval(), x, probe)[0]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = [t.cpu() for t in _drop_pass(_weight_drop_layer(n_in, n_out, "cuda", mask), x.cuda(), probe.cuda())]
+    gap = max(((g.double() - w.double()).norm() / w.double().norm()).item() for g, w in zip(got, want))
+    moved = (want[0] - flat).abs().max().item()
+    result.check("weight drop (AWD-LSTM layer, same mask) output and gradients", f"max relative {gap:.3g}",
+                 f"<= {WDROP_TOL:g}; the mask moves the output ({moved:.3g})", gap <= WDROP_TOL and moved > 1e-3)
+    result.figure("weight_drop_cudnn_warned", any("contiguous chunk" in str(w.message) for w in caught))
+    if simulated:
+        result.note("weight drop: not timed on the simulated device")
+        return
+    shape = WDROP_SHAPE
+    x = torch.randn(shape["steps"], shape["batch"], shape["n_in"], device="cuda")
+    probe = torch.randn(shape["steps"], shape["batch"], shape["n_out"], device="cuda")
+    times = {}
+    for label, layer in (("flat", _weight_drop_layer(shape["n_in"], shape["n_out"], "cuda", None)),
+                         ("dropped", _weight_drop_layer(shape["n_in"], shape["n_out"], "cuda", None))):
+        layer.wdrop = 0.0 if label == "flat" else 0.5   # wdrop 0 in training takes cuDNN's flat path
+        spans = []
+        for rep in range(25):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            _drop_pass(layer, x, probe)
+            end.record()
+            torch.cuda.synchronize()
+            if rep >= 5:   # five warm-up calls: cuDNN's plans and the allocator's blocks
+                spans.append(start.elapsed_time(end))
+        times[label] = sorted(spans)[len(spans) // 2]
+    result.figure("weight_drop_ms", {**{k: round(v, 3) for k, v in times.items()}, **shape})
+
+
 def forward_jacobian(result) -> None:
     """torch.func's forward mode on CUDA against plain reverse-mode autograd on CUDA."""
     import torch
@@ -184,6 +259,7 @@ def run(result, budget: float, simulated: bool) -> None:
     if result.data.get("incomplete"):
         return
     plif_spread(result)
+    weight_drop(result, simulated)
     press_rank(result)
     if simulated:
         # torch.func's wrappers hide the device from the simulation (docs/gpus.md, "The simulated CUDA device")

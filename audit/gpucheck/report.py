@@ -54,6 +54,13 @@ def markdown(results: list[dict], minutes: float, started: float, code: int) -> 
                   f"({worst['body']}/{worst['head']} {worst['phase']}, {worst['syncs']} in {worst['steps']}); most per "
                   f"validation chunk: {worst_chunk['valid_syncs'] / worst_chunk['valid_chunks']:.2f}. Budget: 1 per 50 "
                   "steps, 1 per chunk.", ""]
+    drop = by.get("correctness", {}).get("figures", {}).get("weight_drop_ms")
+    if drop:
+        lines += ["## Weight drop (cuDNN's flat-weight copy)", "",
+                  f"One forward and backward of a {drop['n_in']} -> {drop['n_out']} LSTM layer (batch {drop['batch']}, "
+                  f"{drop['steps']} steps; paper-ptb's first layer), median of 20: flat weights {drop['flat']:.2f} ms, "
+                  f"weight-dropped {drop['dropped']:.2f} ms (cuDNN warned of non-contiguous weights: "
+                  f"{'yes' if by['correctness']['figures'].get('weight_drop_cudnn_warned') else 'no'}).", ""]
     memory = by.get("memory", {}).get("figures", {}).get("memory")
     if memory:
         lines += ["## Memory (peak allocated against audit/plan/memory.py's plan, CUDA context excluded)", ""] + _table(
@@ -70,12 +77,19 @@ def markdown(results: list[dict], minutes: float, started: float, code: int) -> 
             lines += _table(["precision (softmax)", "tokens/s", "ms/step"],
                             [[p, f"{v['tokens_per_second']:,.0f}", f"{v['ms_per_step']:.1f}"]
                              for p, v in speed["precision_softmax"].items()]) + [""]
+        if speed.get("deterministic"):
+            lines += _table(["train.deterministic: true", "tokens/s", "x default", "two runs bitwise equal"],
+                            [[f, "error: " + v["error"][:200], "", ""] if "error" in v else
+                             [f, f"{v['tokens_per_second']:,.0f}", f"{v['x_default']:.2f}",
+                              {True: "yes", False: "no"}.get(v.get("bitwise_equal"), "")]
+                             for f, v in speed["deterministic"].items()]) + [""]
         if speed.get("concurrency_softmax"):
             base = speed["concurrency_softmax"][0]["tokens_per_second"]
-            lines += _table(["N concurrent (softmax)", "aggregate tokens/s", "x N=1", "peak GB per run"],
-                            [[r["n"], f"{r['tokens_per_second']:,.0f}", f"{r['tokens_per_second'] / base:.2f}",
-                              f"{r['peak_gb']:.2f}"] for r in speed["concurrency_softmax"]]) + [""]
-            lines += [f"Best N: {speed.get('best_n')}", ""]
+            rows = speed["concurrency_softmax"] + speed.get("concurrency_softmax_mps", [])
+            lines += _table(["N concurrent (softmax)", "MPS", "aggregate tokens/s", "x N=1", "peak GB per run"],
+                            [[r["n"], "yes" if r.get("mps") else "no", f"{r['tokens_per_second']:,.0f}",
+                              f"{r['tokens_per_second'] / base:.2f}", f"{r['peak_gb']:.2f}"] for r in rows]) + [""]
+            lines += [f"Best: {speed.get('best', 'N=' + str(speed.get('best_n')))}", ""]
         if speed.get("gpu_hours"):
             lines += _table(["paper config", "projected GPU-hours"],
                             [[k, f"{v:,.1f}"] for k, v in speed["gpu_hours"].items()]) + [""]

@@ -1,14 +1,14 @@
 """How fast this GPU trains paper-size runs (the measurements of ``python -m audit bench gpu``).
 
 In order, each only while the step's time lasts: one run per head family of
-``configs/paper-ptb.yaml`` (s/epoch from a timed window after warm-up), the softmax arm's step
-time under fp32, TF32 and bf16, aggregate tokens/s of N concurrent softmax runs (separate
-processes, as Snakemake starts them) and the best N, then the projected GPU-hours of every paper
-config. Every worker is a child process (``audit.bench.gpu.concurrent``), so this one never holds
+``configs/paper-ptb.yaml`` (s/epoch from a timed window after warm-up; the config's own
+precision), ``train.deterministic: true``'s cost per family and whether two of its runs end
+bitwise equal, aggregate tokens/s of N concurrent softmax runs (separate processes, as Snakemake
+starts them; N = 1 is the one run), the same under an MPS daemon of our own, the softmax arm's
+step time under TF32 and bf16, the best N, then the projected GPU-hours of every paper config. Every worker is a child process (``audit.bench.gpu.concurrent``), so this one never holds
 the GPU. On the simulated device the model is tiny and no figure is a GPU figure. The checks here
-are the speed targets of docs/gpus.md: reported as met or missed, they never fail the check (exit
-code).
-"""
+are the speed targets of docs/gpus.md and the determinism finding: reported as met or missed,
+they never fail the check (exit code)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 CONCURRENCY = [1, 2, 4, 8]
+STEPS = {True: (3, 1), False: (60, 15)}   # (timed, warm-up) steps a run, on the simulated device / a GPU
 TARGET_EPOCH_S = 15.0      # docs/gpus.md's targets: one paper-PTB softmax run at most 15 s per epoch,
 TARGET_SPEEDUP = 5.0       # aggregate at least 5x one run,
 TARGET_PTB_HOURS = 150.0   # paper-PTB at most 150 GPU-hours
@@ -29,7 +30,7 @@ def run(result, budget: float, simulated: bool) -> None:
     from audit.gpucheck.common import REPO
 
     deadline = time.time() + budget
-    steps, warmup = (3, 1) if simulated else (60, 15)
+    steps, warmup = STEPS[simulated]
     result.figure("timed_steps", steps)
     result.figure("warmup_steps", warmup)
     config = load_study(REPO / "configs" / "paper-ptb.yaml")
@@ -39,9 +40,10 @@ def run(result, budget: float, simulated: bool) -> None:
     base = families[0]  # the plain softmax: the targets of docs/gpus.md are its run's
     one, rates = {}, {}
 
-    def measure(label: str, settings: dict, corpus: str, n: int) -> dict | None:
+    def measure(label: str, settings: dict, corpus: str, n: int, env: dict | None = None) -> dict | None:
         try:
-            return bench.concurrent(settings, corpus, n, steps, warmup)
+            # a measurement may run a minute past the step's budget, never to its kill
+            return bench.concurrent(settings, corpus, n, steps, warmup, env, timeout=max(deadline - time.time(), 0) + 45)
         except Exception as err:  # a failed measurement leaves the others standing
             result.data.setdefault("errors", []).append(f"{label}: {' '.join(str(err).split())[:500]}")
             return None
@@ -81,7 +83,20 @@ def run(result, budget: float, simulated: bool) -> None:
         result.figure("one_run", {f: {"tokens_per_second": r["tokens_per_second"],
                                       "seconds_per_epoch": tokens / r["tokens_per_second"],
                                       "peak_gb": r["peak_gb"]} for f, r in one.items()})
+        result.figure("deterministic", deterministic_cost(result, bench, config, corpora, one, simulated, left, deadline))
+        sweep = [{"n": 1, **{k: one[base][k] for k in ("tokens_per_second", "peak_gb")}}] if base in one else []
+        for n in CONCURRENCY[1:] if sweep else []:   # N = 1 is the one run above
+            if not left():
+                result.note(f"concurrency N={n}: out of time")
+                continue
+            row = measure(f"{base} N={n}", bench.arm_settings(config, base, simulated, "cuda"), corpora[base], n)
+            if row is not None:
+                sweep.append({k: row[k] for k in ("n", "tokens_per_second", "peak_gb")})
+        result.figure("concurrency_softmax", sweep)  # the JSON key report.py reads
+        mps = mps_sweep(result, bench, config, corpora, base, simulated, left, measure, tmp) if sweep else []
+        result.figure("concurrency_softmax_mps", mps)
         precision = {}
+        paper_mode = bench.arm_settings(config, base, simulated, "cuda")["train"]["precision"]
         for mode in ("fp32", "tf32", "bf16"):
             if base not in corpora or not left():
                 result.note(f"precision {mode}: out of time")
@@ -91,33 +106,26 @@ def run(result, budget: float, simulated: bool) -> None:
                 continue
             settings = bench.arm_settings(config, base, simulated, "cuda")
             settings["train"]["precision"] = mode
-            row = measure(f"{base} at {mode}", settings, corpora[base], 1)
+            # the config's own precision is the one run above: the same settings, not run twice
+            row = one.get(base) if mode == paper_mode else measure(f"{base} at {mode}", settings, corpora[base], 1)
             if row is None:
                 continue
             step_tokens = settings["train"]["batch_size"] * settings["train"]["bptt"]
             precision[mode] = {"tokens_per_second": row["tokens_per_second"],
                                "ms_per_step": 1000 * step_tokens / row["tokens_per_second"]}
         result.figure("precision_softmax", precision)  # the JSON key report.py reads
-        sweep = []
-        for n in CONCURRENCY:
-            if base not in corpora or not left():
-                result.note(f"concurrency N={n}: out of time")
-                continue
-            settings = bench.arm_settings(config, base, simulated, "cuda")
-            row = measure(f"{base} N={n}", settings, corpora[base], n)
-            if row is not None:
-                sweep.append(row)
-        result.figure("concurrency_softmax", sweep)  # the JSON key report.py reads
         if sweep:
-            best = max(sweep, key=lambda r: r["tokens_per_second"])
+            best = max(sweep + mps, key=lambda r: r["tokens_per_second"])
             speedup = best["tokens_per_second"] / sweep[0]["tokens_per_second"]
+            how = f"N={best['n']}" + (" under MPS" if best.get("mps") else "")
             result.figure("best_n", best["n"])
-            target(f"aggregate speed-up at the best N ({base})", f"{speedup:.2f}x at N={best['n']}",
+            result.figure("best", how)
+            target(f"aggregate speed-up at the best N ({base})", f"{speedup:.2f}x at {how}",
                    f">= {TARGET_SPEEDUP:g}x (target, docs/gpus.md)", speedup >= TARGET_SPEEDUP)
             # the best N's speed-up applies to the families swept at N = 1 only: stated in the report
             for family in rates:
                 rates[family] *= speedup
-            result.note(f"GPU-hours assume {base}'s speed-up at N={best['n']} ({speedup:.2f}x) for every family")
+            result.note(f"GPU-hours assume {base}'s speed-up at {how} ({speedup:.2f}x) for every family")
         if len(rates) == len(families):
             hours = {}
             for name in bench.PAPER_CONFIGS:  # the AWD-LSTM configs: the rates above are that body's
@@ -126,3 +134,67 @@ def run(result, budget: float, simulated: bool) -> None:
             if "paper-ptb" in hours:
                 target("projected GPU-hours, paper-ptb", round(hours["paper-ptb"], 1),
                        f"<= {TARGET_PTB_HOURS:g} (target, docs/gpus.md)", hours["paper-ptb"] <= TARGET_PTB_HOURS)
+
+
+def deterministic_cost(result, bench, config, corpora, one, simulated, left, deadline: float) -> dict:
+    """``train.deterministic: true`` against the default, per family timed above: tokens/s and
+    the ratio to the one run's. The baseline runs twice: its two runs of one seed must end with
+    bitwise equal weights (the key's promise, docs/gpus.md "Determinism"). An arm that torch
+    refuses to run deterministically (an op with no deterministic CUDA kernel) is a finding,
+    recorded with torch's message, not an error of the step."""
+    base = bench.families()[0]
+    out = {}
+    for family, runs in [(f, 2 if f == base else 1) for f in bench.families() if f in one]:
+        rows = []
+        for _ in range(runs):
+            if not left():
+                result.note(f"deterministic {family}: out of time")
+                break
+            settings = bench.arm_settings(config, family, simulated, "cuda")
+            settings["train"]["deterministic"] = True
+            try:
+                rows.append(bench.concurrent(settings, corpora[family], 1, *STEPS[simulated],
+                                             timeout=max(deadline - time.time(), 0) + 45))
+            except Exception as err:
+                message = " ".join(str(err).split())[-400:]
+                if not simulated:   # the simulated device's CPU kernels say nothing of CUDA's
+                    result.check(f"train.deterministic runs {family}", message, "runs", False)
+                out[family] = {"error": message}
+                break
+        if not rows:
+            continue
+        tps = sorted(r["tokens_per_second"] for r in rows)[0]   # the slower of the two: a cost, not a best case
+        out[family] = {"tokens_per_second": tps, "x_default": tps / one[family]["tokens_per_second"], "runs": len(rows)}
+        if len(rows) == 2:
+            same = rows[0]["weights_sha256"] == rows[1]["weights_sha256"]
+            out[family]["bitwise_equal"] = same
+            if not simulated:
+                result.check(f"train.deterministic: two {family} runs of one seed end bitwise equal",
+                             "equal" if same else "differ", "equal", same)
+    return out
+
+
+def mps_sweep(result, bench, config, corpora, base, simulated, left, measure, tmp) -> list[dict]:
+    """The concurrency sweep again with an NVIDIA MPS control daemon of our own (private pipe
+    and log folders, stopped at the end): CUDA time-slices between processes, MPS lets their
+    kernels run at once. Skipped, with the reason, where it cannot start."""
+    if simulated:
+        result.note("MPS: not on the simulated device")
+        return []
+    env = bench.start_mps(f"{tmp}/mps")
+    if env is None:
+        result.note("MPS: nvidia-cuda-mps-control not found or did not start: skipped")
+        return []
+    rows = []
+    try:
+        for n in CONCURRENCY[1:]:   # N = 1 is the plain one run: MPS helps only processes that share
+            if not left():
+                result.note(f"MPS N={n}: out of time")
+                continue
+            row = measure(f"{base} N={n} under MPS", bench.arm_settings(config, base, simulated, "cuda"), corpora[base],
+                          n, env)
+            if row is not None:
+                rows.append({**{k: row[k] for k in ("n", "tokens_per_second", "peak_gb")}, "mps": True})
+    finally:
+        bench.stop_mps(env)
+    return rows

@@ -68,3 +68,33 @@ def test_a_log_softmax_wrong_on_the_device_fails_correctness_and_the_run(gpu_che
     assert by["correctness"]["status"] == "pass"
     assert all(c["ok"] for c in by["correctness"]["checks"])
     assert "log-probs awd_lstm/softmax" in {c["name"] for c in by["correctness"]["checks"]}
+
+
+def weight_drop_checks(monkeypatch=None, cuda_mask=True):
+    """The weight-drop check's outcome on the simulated device; ``cuda_mask=False`` gives the
+    CUDA layer no mask of ours (a fresh random one), as a device path that drops other weights."""
+    from audit.gpucheck import correctness
+    from audit.gpucheck.common import Result
+    from support.fake_cuda import simulated_cuda
+
+    if not cuda_mask:
+        layer = correctness._weight_drop_layer
+        monkeypatch.setattr(correctness, "_weight_drop_layer",
+                            lambda n_in, n_out, device, mask: layer(n_in, n_out, device, None if device == "cuda" else mask))
+    result = Result("correctness", True)
+    with simulated_cuda():
+        correctness.weight_drop(result, simulated=True)
+    return result.data
+
+
+def test_weight_drop_matches_the_cpu_with_one_mask_and_fails_with_another(monkeypatch):
+    data = weight_drop_checks()
+    [check] = data["checks"]
+    assert check["ok"] and check["value"] == "max relative 0"   # the simulated device computes on the CPU
+    # the mask moves the output: the dropped path ran (half of weight_hh's entries zeroed, the rest doubled)
+    assert float(check["limit"].split("(")[1].rstrip(")")) > 1e-2
+    assert data["notes"] == ["weight drop: not timed on the simulated device"]
+
+    data = weight_drop_checks(monkeypatch, cuda_mask=False)
+    [check] = data["checks"]
+    assert not check["ok"] and float(check["value"].split()[-1]) > 1e-2

@@ -58,11 +58,18 @@ def h200_like(simulated: bool = False) -> list[dict]:
              "concurrency_softmax": [{"n": 1, "tokens_per_second": 80_000.0, "peak_gb": 1.22},
                                      {"n": 2, "tokens_per_second": 60_000.0, "peak_gb": 1.22},
                                      {"n": 4, "tokens_per_second": 100_000.0, "peak_gb": 1.22}],
-             "best_n": 4, "gpu_hours": {"paper-ptb": 595.04, "mos-sweep-paper-ptb": 1278.4}}
+             "concurrency_softmax_mps": [{"n": 2, "tokens_per_second": 120_000.0, "peak_gb": 1.3, "mps": True}],
+             "deterministic": {"softmax": {"tokens_per_second": 60_000.0, "x_default": 0.75, "runs": 2,
+                                           "bitwise_equal": True},
+                               "plif": {"error": "RuntimeError: index_add_cuda_ does not have a deterministic "
+                                                 "implementation"}},
+             "best_n": 2, "best": "N=2 under MPS", "gpu_hours": {"paper-ptb": 595.04, "mos-sweep-paper-ptb": 1278.4}}
     return [
         environment(simulated),
         step("correctness", [check("log-probs awd_lstm/softmax", "max |diff| 9.54e-07",
-                                   "<= 5e-05 + 1e-05 |log p|", True)], seconds=9.39),
+                                   "<= 5e-05 + 1e-05 |log p|", True)],
+             {"weight_drop_ms": {"flat": 2.5, "dropped": 3.125, "n_in": 400, "n_out": 1150, "batch": 20, "steps": 70},
+              "weight_drop_cudnn_warned": True}, seconds=9.39),
         step("syncs", [check("syncs per step, awd_lstm/softmax sgd", "0.017 (2 in 120)", "<= 0.02", True)],
              {"syncs": syncs}, seconds=35.1),
         step("memory", [check("memory plan, paper-ptb train (mos, fp32)", "1.50 (3.30 of 2.20 GB planned)",
@@ -153,11 +160,23 @@ def test_speed_tables_rows():
     assert "| softmax | 80,000 | 11.6 | 1.22 |" in text      # 929,589 / 80,000 = 11.62 s
     assert "| mos | 40,000 | 23.2 | 4.17 |" in text
     assert "| fp32 | 75,000 | 18.7 |" in text and "| tf32 | 82,000 | 17.1 |" in text
-    assert "| 1 | 80,000 | 1.00 | 1.22 |" in text
-    assert "| 2 | 60,000 | 0.75 | 1.22 |" in text
-    assert "| 4 | 100,000 | 1.25 | 1.22 |" in text
-    assert "Best N: 4" in text
+    assert "| 1 | no | 80,000 | 1.00 | 1.22 |" in text
+    assert "| 2 | no | 60,000 | 0.75 | 1.22 |" in text
+    assert "| 4 | no | 100,000 | 1.25 | 1.22 |" in text
+    assert "| 2 | yes | 120,000 | 1.50 | 1.30 |" in text      # under MPS, against the plain N = 1
+    assert "Best: N=2 under MPS" in text
+    # train.deterministic: 60,000 of the one run's 80,000; an arm torch refused is shown with its message
+    assert "| softmax | 60,000 | 0.75 | yes |" in text
+    assert "| plif | error: RuntimeError: index_add_cuda_ does not have a deterministic implementation |  |  |" in text
     assert "| paper-ptb | 595.0 |" in text and "| mos-sweep-paper-ptb | 1,278.4 |" in text
+
+
+def test_weight_drop_line_gives_both_paths_and_the_cudnn_warning():
+    text = page(h200_like())
+    assert ("One forward and backward of a 400 -> 1150 LSTM layer (batch 20, 70 steps; paper-ptb's first layer), "
+            "median of 20: flat weights 2.50 ms, weight-dropped 3.12 ms (cuDNN warned of non-contiguous weights: "
+            "yes).") in text
+    assert "## Weight drop" not in page([h200_like()[0]])
 
 
 def test_dag_wall_seconds_and_absent_sections():

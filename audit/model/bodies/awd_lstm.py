@@ -68,11 +68,16 @@ class WeightDropLSTM(nn.Module):
         # matrix is a fresh tensor each call, so on a GPU cuDNN warns and packs the weights into
         # a new buffer every training step. Writing the mask into the flat buffer in place would
         # cut the autograd path to the undropped weight, so we pay the copy: 0.3 ms per call on
-        # the CPU (functional_call), the GPU figure is owed (docs/gpus.md, "Still owed"). Evaluation
-        # (training=False) takes the flat path above.
+        # the CPU (functional_call); gpu-check times it on a GPU (correctness step, "weight drop").
+        # Evaluation (training=False) takes the flat path above.
         params = dict(self.lstm.named_parameters())
-        params["weight_hh_l0"] = F.dropout(params["weight_hh_l0"], self.wdrop, training=True)
+        params["weight_hh_l0"] = self.drop_hh(params["weight_hh_l0"])
         return functional_call(self.lstm, params, (x, hidden))
+
+    def drop_hh(self, weight):
+        """The dropped hidden-to-hidden matrix (a fresh mask each call). One method, so that
+        gpu-check can give the CPU and the GPU the same mask and compare the two paths."""
+        return F.dropout(weight, self.wdrop, training=True)
 
 
 class AWDLSTMBody(AWDLSTMTraits, nn.Module):
