@@ -30,15 +30,16 @@ def run_in_session(cmd: list[str], timeout: float, **popen) -> subprocess.Comple
 
     ``subprocess.run`` kills only the process it started: Snakemake's jobs (and a step's
     Snakemake) would live on, write into a folder being removed (``rmtree``: "Directory not
-    empty") and take the cores of the next step. Raises ``TimeoutExpired`` once all are killed.
+    empty") and take the cores of the next step. Raises ``TimeoutExpired`` once all are killed,
+    carrying what the process wrote to pipes (``output``, ``stderr``): how far it got.
     """
     with subprocess.Popen(cmd, start_new_session=True, **popen) as proc:
         try:
             out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            raise
+            out, err = proc.communicate()
+            raise subprocess.TimeoutExpired(cmd, timeout, output=out, stderr=err) from None
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 

@@ -14,6 +14,7 @@ steps, so the bound is wider than the one-step checks of ``correctness``.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -56,6 +57,12 @@ def study_config(workdir: Path, name: str, device: str, runs_per_gpu: int) -> st
     path = workdir / "configs" / f"{name}.yaml"
     path.write_text(yaml.safe_dump(config))
     return f"configs/{name}.yaml"
+
+
+def progress(log: str | None) -> str:
+    """How far a Snakemake run got, from the last "N of M steps (P%) done" line of its log."""
+    done = re.findall(r"^(\d+) of (\d+) steps \(", log or "", flags=re.M)
+    return f"{done[-1][0]} of {done[-1][1]} jobs done" if done else "no job done"
 
 
 def finished(result, label: str, code: int, log: str, workdir: Path, seconds: float, tables: dict) -> bool:
@@ -106,8 +113,9 @@ def run(result, budget: float, simulated: bool) -> None:
                     proc = run_in_session(snakemake_cmd(f"reports/smoke-{label}/runs.csv", config, "--resources", "gpu=1"),
                                           max(deadline - time.time(), 1), cwd=gpu_dir, stdout=subprocess.PIPE,
                                           stderr=subprocess.PIPE, text=True)
-                except subprocess.TimeoutExpired:
-                    result.note(f"{label}: out of time")
+                except subprocess.TimeoutExpired as cut:
+                    result.note(f"{label}: out of time after {time.time() - started[label]:.0f} s, "
+                                f"{progress(cut.stderr)}")
                     result.data["incomplete"] = True
                     break
                 if not finished(result, label, proc.returncode, proc.stderr, gpu_dir, time.time() - started[label], tables):
@@ -118,7 +126,8 @@ def run(result, budget: float, simulated: bool) -> None:
             try:
                 code = cpu.wait(timeout=max(deadline - time.time(), 1))
             except subprocess.TimeoutExpired:
-                result.note("cpu: out of time")
+                cpu_log.seek(0)
+                result.note(f"cpu: out of time, {progress(cpu_log.read())}")
                 result.data["incomplete"] = True
             else:
                 cpu_log.seek(0)

@@ -70,3 +70,16 @@ def test_run_in_session_kills_the_grandchildren_at_the_timeout(tmp_path):
             break
         time.sleep(0.1)
     assert not alive(grandchild)
+
+
+def test_run_in_session_timeout_carries_what_the_command_had_written():
+    # the DAG step reads how far a cut-off Snakemake got from it
+    import subprocess
+    import sys
+
+    import pytest
+
+    code = "import sys, time; print('3 of 30 steps (10%) done', file=sys.stderr, flush=True); time.sleep(60)"
+    with pytest.raises(subprocess.TimeoutExpired) as cut:
+        common.run_in_session([sys.executable, "-c", code], 3, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert cut.value.stderr == "3 of 30 steps (10%) done\n" and cut.value.timeout == 3
