@@ -5,10 +5,12 @@ In order, each only while the step's time lasts: one run per head family of
 precision), ``train.deterministic: true``'s cost per family and whether two of its runs end
 bitwise equal, aggregate tokens/s of N concurrent softmax runs (separate processes, as Snakemake
 starts them; N = 1 is the one run), the same under an MPS daemon of our own, the softmax arm's
-step time under TF32 and bf16, the best N, then the projected GPU-hours of every paper config. Every worker is a child process (``audit.bench.gpu.concurrent``), so this one never holds
-the GPU. On the simulated device the model is tiny and no figure is a GPU figure. The checks here
-are the speed targets of docs/gpus.md and the determinism finding: reported as met or missed,
-they never fail the check (exit code)."""
+step time under TF32 and bf16, the best N, then the projected GPU-hours of every paper config.
+Every worker is a child process (``audit.bench.gpu.concurrent``), so this one never holds the
+GPU. On the simulated device the model is tiny and no figure is a GPU figure. The checks here are
+the speed targets of docs/gpus.md and the determinism findings: reported as met or missed, they
+never fail the check (exit code).
+"""
 
 from __future__ import annotations
 
