@@ -86,16 +86,24 @@ def run(result, budget: float, simulated: bool) -> None:
                                       "seconds_per_epoch": tokens / r["tokens_per_second"],
                                       "peak_gb": r["peak_gb"]} for f, r in one.items()})
         result.figure("deterministic", deterministic_cost(result, bench, config, corpora, one, simulated, left, deadline))
-        sweep = [{"n": 1, **{k: one[base][k] for k in ("tokens_per_second", "peak_gb")}}] if base in one else []
-        for n in CONCURRENCY[1:] if sweep else []:   # N = 1 is the one run above
-            if not left():
-                result.note(f"concurrency N={n}: out of time")
-                continue
-            row = measure(f"{base} N={n}", bench.arm_settings(config, base, simulated, "cuda"), corpora[base], n)
-            if row is not None:
-                sweep.append({k: row[k] for k in ("n", "tokens_per_second", "peak_gb")})
+        def concurrency(env: dict | None = None, how: str = "") -> list[dict]:
+            """Aggregate rows of N = 2, 4, 8 concurrent base runs (N = 1 is the one run above)."""
+            rows = []
+            for n in CONCURRENCY[1:]:
+                if not left():
+                    result.note(f"concurrency N={n}{how}: out of time")
+                    continue
+                row = measure(f"{base} N={n}{how}", bench.arm_settings(config, base, simulated, "cuda"), corpora[base],
+                              n, env)
+                if row is not None:
+                    kept = {k: row[k] for k in ("n", "tokens_per_second", "peak_gb")}
+                    rows.append({**kept, "mps": True} if env else kept)
+            return rows
+
+        sweep = [{"n": 1, **{k: one[base][k] for k in ("tokens_per_second", "peak_gb")}}] + concurrency() \
+            if base in one else []
         result.figure("concurrency_softmax", sweep)  # the JSON key report.py reads
-        mps = mps_sweep(result, bench, config, corpora, base, simulated, left, measure, tmp) if sweep else []
+        mps = mps_sweep(result, bench, concurrency, simulated, tmp) if sweep else []
         result.figure("concurrency_softmax_mps", mps)
         precision = {}
         paper_mode = bench.arm_settings(config, base, simulated, "cuda")["train"]["precision"]
@@ -176,10 +184,10 @@ def deterministic_cost(result, bench, config, corpora, one, simulated, left, dea
     return out
 
 
-def mps_sweep(result, bench, config, corpora, base, simulated, left, measure, tmp) -> list[dict]:
-    """The concurrency sweep again with an NVIDIA MPS control daemon of our own (private pipe
-    and log folders, stopped at the end): CUDA time-slices between processes, MPS lets their
-    kernels run at once. Skipped, with the reason, where it cannot start."""
+def mps_sweep(result, bench, concurrency, simulated: bool, tmp: str) -> list[dict]:
+    """``concurrency`` again with an NVIDIA MPS control daemon of our own (private pipe and log
+    folders, stopped at the end): CUDA time-slices between processes, MPS lets their kernels run
+    at once. Skipped, with the reason, where it cannot start."""
     if simulated:
         result.note("MPS: not on the simulated device")
         return []
@@ -187,16 +195,7 @@ def mps_sweep(result, bench, config, corpora, base, simulated, left, measure, tm
     if env is None:
         result.note("MPS: nvidia-cuda-mps-control not found or did not start: skipped")
         return []
-    rows = []
     try:
-        for n in CONCURRENCY[1:]:   # N = 1 is the plain one run: MPS helps only processes that share
-            if not left():
-                result.note(f"MPS N={n}: out of time")
-                continue
-            row = measure(f"{base} N={n} under MPS", bench.arm_settings(config, base, simulated, "cuda"), corpora[base],
-                          n, env)
-            if row is not None:
-                rows.append({**{k: row[k] for k in ("n", "tokens_per_second", "peak_gb")}, "mps": True})
+        return concurrency(env, " under MPS")
     finally:
         bench.stop_mps(env)
-    return rows

@@ -49,12 +49,17 @@ def test_git_no_commit_then_clean_then_dirty(tmp_path):
     assert provenance.git_state(tmp_path)["dirty"] is True
 
 
-def test_data_checksums_against_pinned(tmp_path):
-    sources = tmp_path / "sources.yaml"
-    good, bad = tmp_path / "data" / "ptb" / "test.txt", tmp_path / "data" / "ptb" / "valid.txt"
+def good_and_bad(tmp_path, dataset):
+    """sources.yaml's path and two data files of ``dataset``: test.txt ("a b c"), valid.txt ("x")."""
+    good, bad = tmp_path / "data" / dataset / "test.txt", tmp_path / "data" / dataset / "valid.txt"
     good.parent.mkdir(parents=True)
     good.write_text("a b c\n")
     bad.write_text("x\n")
+    return tmp_path / "sources.yaml", good, bad
+
+
+def test_data_checksums_against_pinned(tmp_path):
+    sources, good, bad = good_and_bad(tmp_path, "ptb")
     sources.write_text(yaml.safe_dump({"ptb": {
         "test.txt": {"url": "u1", "sha256": hashlib.sha256(b"a b c\n").hexdigest()},
         "valid.txt": {"url": "u2", "sha256": "0" * 64}}}))
@@ -65,11 +70,7 @@ def test_data_checksums_against_pinned(tmp_path):
 
 def test_a_file_pinned_by_sha1_alone_is_matched_by_its_sha1(tmp_path):
     """WikiText-103's files carry gluon-nlp's SHA-1 only: a right file matches, a wrong one not."""
-    sources = tmp_path / "sources.yaml"
-    good, bad = tmp_path / "data" / "wikitext-103" / "test.txt", tmp_path / "data" / "wikitext-103" / "valid.txt"
-    good.parent.mkdir(parents=True)
-    good.write_text("a b c\n")
-    bad.write_text("x\n")
+    sources, good, bad = good_and_bad(tmp_path, "wikitext-103")
     sha1 = hashlib.sha1(b"a b c\n").hexdigest()
     sources.write_text(yaml.safe_dump({"wikitext-103": {
         "test.txt": {"url": "u1", "member": "m1", "sha1": sha1},
