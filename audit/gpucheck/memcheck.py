@@ -5,10 +5,11 @@ else a named one whose head's floats per vocabulary entry were not yet measured)
 a corpus of random ids with the corpus's vocabulary and split sizes (memory does not depend on
 which words):
 
-- train job: the real ``Trainer`` at the longest sequence the plan assumes (bptt +
-  max_seq_len_delta when BPTT varies) for ``TRAIN_STEPS`` steps, a validation pass over the whole
-  split and the best-weights copy, then (AWD-LSTM) averaging on and the same again, so every state
-  copy the plan counts is alive at once;
+- train job: the real ``Trainer``, ``TRAIN_STEPS`` steps at the longest sequence the plan assumes
+  (bptt + max_seq_len_delta when BPTT varies), then an epoch at the job's own bptt (its steps, a
+  validation pass over the whole split in eval_batch_size x bptt chunks, the best-weights copy),
+  then (AWD-LSTM) averaging on and that epoch again, so every state copy the plan counts is alive
+  at once;
 - evaluate job: the evaluation model, the test split on the device, and the first pass of
   ``audit.evaluate.run``: log-P rows streamed through the spectrum's float64 Gram and its
   eigensolver. Only ``EVAL_EXTRA_ROWS`` more rows than the vocabulary are streamed (the Gram and
@@ -93,10 +94,17 @@ def train_peak(settings: dict, corpus: str):
 
     s = train_settings(settings)
     t = s["train"]
-    longest = t["bptt"] + t["max_seq_len_delta"] if t["variable_bptt"] else t["bptt"]
+    bptt = t["bptt"]
+    longest = bptt + t["max_seq_len_delta"] if t["variable_bptt"] else bptt
     t.update(device="cuda", variable_bptt=False, bptt=longest, epoch_tokens=TRAIN_STEPS * longest * t["batch_size"])
     torch.cuda.reset_peak_memory_stats()
     trainer = Trainer(s, corpus, log=lambda msg: None)
+    trainer.train_epoch()
+    # the job's own chunk from here on (the trainer reads its settings live): validation reads
+    # eval_batch_size x bptt tokens, as the run does. Validating at the longest training sequence
+    # made paper-ptb's MoS peak in a 10 x 110-token validation chunk, not in training (the H200's
+    # 3.21 GB of 2026-11-26, docs/gpus.md)
+    t["bptt"] = bptt
     trainer.run_epoch()
     if t["asgd"] != "none":
         trainer.start_averaging()

@@ -12,11 +12,14 @@ peak live device bytes of one job, checked against the simulated CUDA device's p
   holding the body's floats (its ``train_floats``: 14 per LSTM hidden unit per layer; a
   pre-LN Transformer's saved tensors per block, plus heads x T attention scores per block when
   attention takes the math path) and the head's ``vocab_floats`` per vocabulary entry (logits,
-  log-softmax, their gradients, per mixture component). V is the vocabulary the run trains on
-  (``data.vocab_size`` when set). Float32 throughout: bf16 autocast keeps some activations in
-  half the bytes, so a bf16 run needs less than planned;
-- evaluation: the model, the test split, one chunk's forward (eval_batch_size x bptt tokens, no
-  gradients; a body reads pieces in windows of its ``eval_window``: a Transformer's
+  log-softmax, their gradients, per mixture component), or, when larger, one validation chunk
+  (the trainer validates every epoch: ``chunk_bytes``, with the state still alive). V is the
+  vocabulary the run trains on (``data.vocab_size`` when set). Float32, except that a head whose
+  bf16 run holds more than its fp32 one (MoS's float32 copy of the bf16 logits) declares the
+  larger; a body's bf16 activations take half the bytes, so a bf16 run needs less than planned;
+- evaluation: the model, the test split, one chunk's forward (``chunk_bytes``: the test split
+  streams as one sequence, bptt tokens a chunk, no gradients, the head's ``eval_vocab_floats``
+  per vocabulary entry; a body reads pieces in windows of its ``eval_window``: a Transformer's
   context_size tokens) and the spectrum: the
   float64 k x k Gram and the 512 MB row buffer while rows stream (audit/evaluate/spectrum.py),
   then ``EIGH_COPIES`` k x k doubles while the GPU's eigensolver runs (measured on an H200), or
@@ -40,9 +43,9 @@ GB = 1e9
 # Floats per vocabulary entry per training token are the head's ``train_vocab_floats``
 # (audit/model/heads/traits.py): a plain log-softmax (softmax, MoC) keeps 3 (the simulated
 # device's fit); the others are a real H200's figures (gpu-check's memory step, docs/gpus.md):
-# SigSoftmax and GSS 4.5, PLIF 9, Mixtape 5, MoS 3.3 per component. A plan too large costs runs
-# per GPU, one too small an out-of-memory retry.
-EVAL_HEAD_FLOATS = 3      # forward only: logits, log-softmax, the kept log-probs
+# SigSoftmax and GSS 4.5, PLIF 9, Mixtape 5, MoS 2.5 per component. A plan too large costs runs
+# per GPU, one too small an out-of-memory retry. A forward without gradients holds the head's
+# ``eval_vocab_floats`` (softmax 2, PLIF 7.5; MoS's full mixture 4 per component and log-P).
 GRAM_BLOCK_BYTES = 1 << 29  # audit/evaluate/spectrum.py _BLOCK_BYTES
 # k x k float64 matrices alive while torch.linalg.eigvalsh (cuSOLVER) solves the Gram on a GPU:
 # the Gram and the solver's copies and workspace. Measured on an H200 (torch 2.11, CUDA 13;
@@ -54,16 +57,14 @@ CONTEXT_BYTES = 0.6 * GB  # CUDA context and library kernels per process (not a 
 MEASURED_FACTOR = 2.0     # the model is within this factor of the simulated device's peak
 
 
-def components(settings: dict) -> int:
-    """Vocabulary-sized rows per token the head computes: its ``components`` (K for MoS; 1 for
-    MoC, which mixes contexts before one softmax, and Mixtape, which computes its four component
-    logits only for the frequent 10% of the vocabulary)."""
-    return head_traits(settings["head"]).components(settings.get("options", {}))
-
-
 def head_floats(settings: dict) -> float:
     """Floats per vocabulary entry one training token holds in the head (its ``vocab_floats``)."""
     return head_traits(settings["head"]).vocab_floats(settings.get("options", {}))
+
+
+def eval_head_floats(settings: dict) -> float:
+    """Floats per vocabulary entry one token holds in the head's forward without gradients."""
+    return head_traits(settings["head"]).eval_vocab_floats(settings.get("options", {}))
 
 
 def _state_bytes(settings: dict) -> float:
@@ -75,8 +76,21 @@ def state_copies(settings: dict) -> int:
     return bodycost.body(_dims(settings)).state_copies(settings["train"])
 
 
+def chunk_bytes(settings: dict, sequences: int) -> float:
+    """Device bytes of one forward chunk without gradients: ``sequences`` x bptt tokens through
+    the head, the body reading each piece in a window of its ``eval_window`` (a Transformer's
+    context_size tokens). The trainer validates eval_batch_size sequences at once; the
+    evaluation streams the test split as one (``audit.evaluate.run.stream_rows``)."""
+    t, vocab, sizes = settings["train"], vocab_of(settings), _dims(settings)
+    window = bodycost.body(sizes).eval_window(sizes, t["bptt"])
+    body = window * bodycost.eval_floats(sizes, window, bodycost.math_attention(sizes, "cuda"))
+    head = t["bptt"] * eval_head_floats(settings) * vocab
+    return sequences * (body + head) * 4
+
+
 def train_bytes(settings: dict, math_attention: bool | None = None) -> float:
-    """Peak live device bytes of one training job (one step at the longest sequence).
+    """Peak live device bytes of one training job: its state and corpus, and the larger of one
+    step at the longest sequence and one validation chunk.
 
     ``math_attention``: whether a Transformer's attention keeps its scores; None decides as on a
     GPU (``bodycost.math_attention``). The simulated device runs the CPU's kernels: its tests say so.
@@ -86,20 +100,14 @@ def train_bytes(settings: dict, math_attention: bool | None = None) -> float:
     unfused = bodycost.math_attention(sizes, "cuda") if math_attention is None else math_attention
     per_token = bodycost.train_floats(sizes, window, unfused) + head_floats(settings) * vocab
     corpus = (tokens(settings, "train") + tokens(settings, "valid")) * 8
-    return state_copies(settings) * _state_bytes(settings) + corpus + t["batch_size"] * window * per_token * 4
+    step = t["batch_size"] * window * per_token * 4
+    return state_copies(settings) * _state_bytes(settings) + corpus + max(step, chunk_bytes(settings, t["eval_batch_size"]))
 
 
 def evaluate_bytes(settings: dict) -> float:
-    """Peak live device bytes of one evaluation job: a chunk's forward pass and the spectrum.
-
-    A chunk is eval_batch_size x bptt tokens through the head; a Transformer's body reads each
-    piece in a window of up to context_size tokens (``bodycost.eval_floats`` per window token).
-    """
-    t, vocab, sizes = settings["train"], vocab_of(settings), _dims(settings)
-    window = bodycost.body(sizes).eval_window(sizes, t["bptt"])
-    body = window * bodycost.eval_floats(sizes, window, bodycost.math_attention(sizes, "cuda"))
-    head = t["bptt"] * EVAL_HEAD_FLOATS * components(settings) * vocab
-    chunk = t["eval_batch_size"] * (body + head) * 4
+    """Peak live device bytes of one evaluation job: a chunk's forward pass (``chunk_bytes`` of the
+    one sequence the evaluation streams) and the spectrum."""
+    chunk = chunk_bytes(settings, 1)
     m, n = spectrum_shape(settings)
     k = min(m, n)
     if m <= n:   # the buffered rows (float32 and their float64 copy), then the m x m eigensolve

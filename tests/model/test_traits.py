@@ -46,7 +46,7 @@ COPIES = textwrap.dedent('''
         projects_input = True
         timing_family = "mos"
         output_cost = 24.2
-        train_vocab_floats = 3.3
+        train_vocab_floats = 2.5
 
         @classmethod
         def components(cls, options):
@@ -59,6 +59,10 @@ COPIES = textwrap.dedent('''
         @classmethod
         def vocab_floats(cls, options):
             return cls.train_vocab_floats * cls.components(options)
+
+        @classmethod
+        def eval_vocab_floats(cls, options):
+            return 4 * cls.components(options) + 1
 
 
     class SoftmaxCopy(Wrapper):
@@ -233,6 +237,7 @@ def test_an_outside_head_that_declares_nothing_gets_the_documented_defaults(copi
     cls = head_class(bare["head"])
     assert (cls.timing_family, cls.output_cost, cls.train_vocab_floats, cls.order_preserving) == \
         (HeadTraits.timing_family, HeadTraits.output_cost, HeadTraits.train_vocab_floats, False) == ("mos", 24.2, 9, False)
+    assert cls.eval_vocab_floats({}) == HeadTraits.eval_vocab_floats({}) == 7.5
     softmax = paper_settings("softmax", "cuda")
     t, vocab = softmax["train"], 10_000
     window = t["bptt"] + (t["max_seq_len_delta"] if t.get("variable_bptt", True) else 0)

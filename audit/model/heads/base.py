@@ -90,8 +90,8 @@ class HeadProtocol(Protocol):
 
     Planning traits (``audit.model.heads.traits.HeadTraits``, class-level, read by
     ``audit.plan.resources`` and ``audit.plan.memory`` without building the head): ``timing_family``,
-    ``output_cost``, ``train_vocab_floats`` and the classmethods
-    ``components``, ``cost``, ``vocab_floats``, ``search_decoders`` and ``param_count``; the
+    ``output_cost``, ``train_vocab_floats`` and the classmethods ``components``, ``cost``,
+    ``vocab_floats``, ``eval_vocab_floats``, ``search_decoders`` and ``param_count``; the
     defaults err long (docs/heads.md, "Planning traits").
     """
 
@@ -106,7 +106,7 @@ OPTIONAL_MEMBERS = ("defaults", "projects_input", "order_preserving", "plain_sof
                     "argmax_box",
                     # planning traits
                     "timing_family", "output_cost", "train_vocab_floats", "components", "cost",
-                    "vocab_floats", "search_decoders", "param_count")
+                    "vocab_floats", "eval_vocab_floats", "search_decoders", "param_count")
 
 
 def logits_through_from_logits(head, h: torch.Tensor):

@@ -55,6 +55,9 @@ class HeadTraits:
     - ``cost(experts)``: ``output_cost`` for a model of ``experts`` components; default
       ``output_cost``.
     - ``vocab_floats(options)``: ``train_vocab_floats`` for these options.
+    - ``eval_vocab_floats(options)``: floats one token holds per vocabulary entry in a forward
+      pass without gradients (the trainer's validation, the evaluation's chunks). Default 7.5 per
+      component, PLIF's (the largest single-component figure).
     - ``search_decoders(options)``: d x V decoders one forward of the head runs, for the witness
       search's cost; default ``components(options)``.
     - ``param_count(d_in, emb, vocab, options, decoder_bias)``: the head's trainable parameters
@@ -83,6 +86,10 @@ class HeadTraits:
         return cls.train_vocab_floats
 
     @classmethod
+    def eval_vocab_floats(cls, options: dict) -> float:
+        return 7.5 * cls.components(options)
+
+    @classmethod
     def search_decoders(cls, options: dict) -> int:
         return cls.components(options)
 
@@ -103,6 +110,12 @@ class SoftmaxTraits(HeadTraits):
     # floats per vocabulary entry, fitted to the simulated device's peaks (audit.plan.memory): a plain
     # log-softmax keeps 3 (logits, log-probs, a gradient)
     train_vocab_floats = 3
+
+    @classmethod
+    def eval_vocab_floats(cls, options):
+        # without gradients: logits and log-probs. The forward-only figures of the single-softmax
+        # heads are the simulated device's (tests/plan/test_memory.py), rounded up to a half
+        return 2
 
     @classmethod
     def param_count(cls, d_in, emb, vocab, options, decoder_bias):
@@ -131,6 +144,10 @@ class SigSoftmaxTraits(SoftmaxTraits):
     # fused expression; docs/gpu/NVIDIA-H200-2026-11-26-memory.json): the larger GPU figure, with room
     train_vocab_floats = 4.5
 
+    @classmethod
+    def eval_vocab_floats(cls, options):
+        return 3   # logits, the transformed logits, log-probs
+
 
 class GSSTraits(SigSoftmaxTraits):
     name = "gss"
@@ -150,6 +167,10 @@ class PLIFTraits(SigSoftmaxTraits):
     train_vocab_floats = 9
 
     @classmethod
+    def eval_vocab_floats(cls, options):
+        return 7.5   # the knot index (int64) and the segment's pieces besides logits and log-probs: 7.1
+
+    @classmethod
     def param_count(cls, d_in, emb, vocab, options, decoder_bias):
         knots = int({**cls.defaults, **options}["knots"]) if cls.trainable else 0
         return super().param_count(d_in, emb, vocab, options, decoder_bias) + knots
@@ -166,11 +187,14 @@ class MoSTraits(HeadTraits):
     defaults = {"experts": 15, "dropoutl": 0.29}  # mos_uniform's and moc's too
     timing_family = "mos"
     output_cost = 24.2  # K = 15 softmaxes
-    # per component: the loss forms the mixture at the targets alone, so no (T, B, V) mixture
-    # exists; the simulated device kept 2 (the kept softmax and one transient logits or gradient
-    # tensor), a real H200 3.3 (paper-ptb's MoS, K = 15, fp32: 3.21 GB where 2 planned 2.21;
-    # docs/gpu/NVIDIA-H200-2026-11-26.json): the GPU's figure, the larger, is the plan
-    train_vocab_floats = 3.3
+    # per component: the loss forms the mixture at the targets alone (_TargetMixture), so no
+    # (T, B, V) mixture exists: the logits and the kept softmax in the forward, the softmax and
+    # the logits' gradient in the backward, 2 in fp32 (the simulated device's 2; an H200's
+    # transformer-paper MoS 2.1, docs/gpus.md); under bf16 autocast the bf16 logits and their
+    # float32 copy add 0.5 (that H200: 14.2 GB in bf16 against 12.7 GB in fp32). The plan takes
+    # the larger. (The 3.3 planned before was a validation chunk's, measured by a memory step
+    # that validated at the longest training sequence: eval_vocab_floats.)
+    train_vocab_floats = 2.5
     uses_prior = True  # mos_uniform has no prior layer
 
     @classmethod
@@ -186,6 +210,14 @@ class MoSTraits(HeadTraits):
         k = cls.components(options)
         # K = 1 was never measured: planned as a transformed single softmax, as it always was
         return cls.train_vocab_floats * k if k > 1 else HeadTraits.train_vocab_floats
+
+    @classmethod
+    def eval_vocab_floats(cls, options):
+        # the full mixture (mixture_log_probs): K logits, K log-softmaxes, their K sums with
+        # log pi and logsumexp's K shifted copies (ATen's kernel exponentiates x - max into a new
+        # tensor), then log-P. An H200's paper-ptb MoS validated 10 x 110 tokens at 4.2 per
+        # component with the state (3.21 GB; docs/gpus.md)
+        return 4 * cls.components(options) + 1
 
     @classmethod
     def param_count(cls, d_in, emb, vocab, options, decoder_bias):
@@ -221,6 +253,10 @@ class MoCTraits(MoSTraits):
     def vocab_floats(cls, options):
         return cls.train_vocab_floats
 
+    @classmethod
+    def eval_vocab_floats(cls, options):
+        return 2  # one plain log-softmax, not MoS's mixture
+
 
 class MixtapeTraits(HeadTraits):
     """Four component logits only for the frequent words: one vocabulary-sized row per token;
@@ -234,6 +270,10 @@ class MixtapeTraits(HeadTraits):
     # one vocabulary-sized softmax plus the frequent words' four component logits and gates: an
     # H200 measured 4.8 floats at paper-ptb (0.85 GB where 9 planned 1.07)
     train_vocab_floats = 5
+
+    @classmethod
+    def eval_vocab_floats(cls, options):
+        return 4.5   # the simulated device's 4.15
 
     @classmethod
     def search_decoders(cls, options):
