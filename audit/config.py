@@ -24,6 +24,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
+from audit import yamlfile
 from audit.errors import AuditError
 from audit.schema import read_schema, schema_defaults
 
@@ -147,11 +148,9 @@ def read_claims_file(path: str | Path, taken=()) -> list[dict]:
     """
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yamlfile.load(path)
     except FileNotFoundError:
         raise AuditError(f"claims file not found: {path}") from None
-    except yaml.YAMLError as err:
-        raise AuditError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
     claims = _validated({"$ref": "#/$defs/claims_document"}, data, str(path))["claims"]
     _check_unique("claims", claims, str(path), taken)
     return claims
@@ -396,13 +395,7 @@ def load_study(path: str | Path) -> dict:
     path = Path(path)
     if not path.is_file():
         raise AuditError(f"config file not found: {path}")
-    try:
-        config = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise AuditError(f"{path}:{where} not valid YAML ({getattr(err, 'problem', err)})") from None
-    return check_study(config, str(path))
+    return check_study(yamlfile.load(path), str(path))
 
 
 def head_entry(config: dict, name: str) -> dict:

@@ -3,7 +3,6 @@ import functools
 import os
 import sys
 
-import yaml
 from snakemake.utils import update_config
 
 from audit.config import check_study, is_bpe, run_settings, settings_text, stats_sections, write_yaml
@@ -12,6 +11,7 @@ from audit.data.user import builtin_corpora as _builtin_corpora, user_files as _
 from audit.plan.memory import check_plan as check_memory_plan
 from audit.device import job_gpu_slots, job_gpus, pool_size
 from audit.plan.datafiles import wordsim_files as _wordsim_files
+from audit import yamlfile
 from audit.errors import AuditError
 from audit.report import registry as _report_registry
 from audit.stats.sequential import schedule as _schedule
@@ -25,11 +25,15 @@ if not CONFIG_FILES:  # the default study, with any --config key=value overrides
     CONFIG_FILES = ["configs/default.yaml"]
     _overrides = dict(config)
     config.clear()
-    with open(os.path.join(workflow.basedir, CONFIG_FILES[0])) as _handle:
-        config.update(yaml.safe_load(_handle))
+    try:
+        config.update(yamlfile.load(os.path.join(workflow.basedir, CONFIG_FILES[0])))
+    except AuditError as err:
+        sys.exit(f"error: {err}")
     update_config(config, _overrides)
 
 try:  # one line naming the file and key, instead of a traceback
+    for _path in workflow.overwrite_configfiles or []:
+        yamlfile.load(_path)   # Snakemake kept the last of a key written twice: refused here
     # a user corpus's relative paths (data.files) resolve against the workflow directory
     _checked = check_study(config, ", ".join(CONFIG_FILES), base=workflow.basedir)
     # GPU memory planned before any job starts: runs_per_gpu jobs of each arm must fit one GPU

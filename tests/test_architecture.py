@@ -20,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "audit"
 # construction. __main__ dispatches by module name (importlib), above everything.
 LAYERS = [
     {"errors"},                                         # the one-line error every room raises
-    {"files", "device", "schema", "plots"},             # leaves: no study, no model
+    {"files", "device", "schema", "plots", "yamlfile"}, # leaves: no study, no model
     {"data"},                                           # corpora and word-similarity files
     {"model"},                                          # heads, bodies, the language model, their traits
     {"config"},                                         # a study: validated, its run settings

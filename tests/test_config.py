@@ -71,6 +71,18 @@ def test_malformed_yaml_names_file_and_line(tmp_path):
         load_study(path)
 
 
+def test_a_key_written_twice_is_refused_naming_both_lines(tmp_path):
+    """PyYAML keeps the last of two equal keys: the first train block would be dropped unseen."""
+    path = tmp_path / "twice.yaml"
+    path.write_text("study: t\nseeds: [1]\ntrain:\n  lr: 1.0\nheads: [{name: softmax}]\ntrain:\n  epochs: 2\n")
+    with pytest.raises(AuditError) as err:
+        load_study(path)
+    assert str(err.value) == f"{path}: line 6 not valid YAML (key 'train' written twice (first on line 3))"
+    path.write_text("study: t\nseeds: [1]\nheads: [{name: softmax}]\ntrain:\n  lr: 1.0\n  lr: 2.0\n")
+    with pytest.raises(AuditError, match=r"line 6 not valid YAML \(key 'lr' written twice \(first on line 5\)\)"):
+        load_study(path)
+
+
 def test_run_settings_merge_head_overrides_and_are_canonical():
     config = check_study(minimal(heads=[{"name": "softmax"},
                                         {"name": "big", "head": "softmax", "model": {"emb_size": 8},

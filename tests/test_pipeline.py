@@ -100,3 +100,17 @@ def test_bad_config_stops_snakemake_with_one_line(tmp_path, mirror):
     assert len(lines) == 1
     assert "config key heads[2].head: unknown head 'softmaxx'; known heads:" in lines[0]
     assert "configs/bad.yaml" in lines[0]
+
+
+def test_a_config_key_written_twice_stops_snakemake_with_one_line(tmp_path, mirror):
+    """Snakemake's --configfile reader keeps the last of two equal keys; the workflow refuses it."""
+    workdir = copy_workflow(tmp_path)
+    text = (workdir / "configs" / "smoke.yaml").read_text()
+    (workdir / "configs" / "twice.yaml").write_text(text + "seeds: [1]\n")
+    proc = snakemake(workdir, "--configfile", "configs/twice.yaml", "-n", mirror=mirror)
+    assert proc.returncode != 0
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    first = next(n for n, row in enumerate(text.splitlines(), 1) if row.startswith("seeds:"))
+    assert len(lines) == 1 and lines[0].endswith(
+        f"configs/twice.yaml: line {len(text.splitlines()) + 1} not valid YAML "
+        f"(key 'seeds' written twice (first on line {first}))"), proc.stderr[-2000:]
