@@ -1,22 +1,13 @@
 """Shared test helpers: tiny run settings for fast training tests, a copy of the workflow, golden
 values from R."""
 
-import shutil
 from pathlib import Path
 
 from audit.config import check_study, run_settings, train_settings
+# one list of the workflow's files for the tests and gpu-check's DAG step
+from audit.gpucheck.common import copy_workflow  # noqa: F401 (re-exported)
 
 REPO = Path(__file__).resolve().parent.parent
-# what Snakemake needs of the repository to run a study in another folder (the package is installed)
-WORKFLOW_FILES = ("Snakefile", "rules", "configs", "profiles", "captions")
-
-
-def copy_workflow(dest: Path) -> Path:
-    """A copy of the workflow (``WORKFLOW_FILES``) in ``dest``, which is returned."""
-    dest = Path(dest)
-    for name in WORKFLOW_FILES:
-        (shutil.copytree if (REPO / name).is_dir() else shutil.copy)(REPO / name, dest / name)
-    return dest
 
 # the evaluate options of the tiny runs (evaluate_run's ``options``; no longer in the run settings)
 TINY_EVALUATE = {"contexts": 300, "argmax": {"lp_budget": 20, "search_tokens": 40, "search_steps": 20},

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -23,6 +24,8 @@ SMALL_OPTIONS = {"knots": 1000, "gate_embedding_size": 8}
 LATENT_OPTIONS = {"experts": 3, "dropoutl": 0.0}
 NO_DROPOUT = {"dropoute": 0.0, "dropouti": 0.0, "dropouth": 0.0, "dropout": 0.0, "wdrop": 0.0}
 REPO = Path(__file__).resolve().parents[2]
+# what Snakemake needs of the repository to run a study in another folder (the package is installed)
+WORKFLOW_FILES = ("Snakefile", "rules", "configs", "profiles", "captions")
 
 
 def run_in_session(cmd: list[str], timeout: float, **popen) -> subprocess.CompletedProcess:
@@ -133,6 +136,15 @@ def random_corpus(path: Path, vocab: int, train: int, valid: int, test: int, see
     ids = [torch.from_numpy(rng.integers(0, vocab, n, dtype=np.int64)) for n in (train, valid, test)]
     save(Corpus(vocab=[f"w{i}" for i in range(vocab)], train=ids[0], valid=ids[1], test=ids[2]), path)
     return os.fspath(path)
+
+
+def copy_workflow(dest: Path) -> Path:
+    """A copy of the workflow (``WORKFLOW_FILES``) in folder ``dest`` (made if missing), returned."""
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in WORKFLOW_FILES:
+        (shutil.copytree if (REPO / name).is_dir() else shutil.copy)(REPO / name, dest / name)
+    return dest
 
 
 class Result:

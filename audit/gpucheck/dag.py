@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -24,7 +23,7 @@ import threading
 import time
 from pathlib import Path
 
-from audit.gpucheck.common import run_in_session
+from audit.gpucheck.common import copy_workflow, run_in_session
 
 PPL_RTOL = 0.01
 RUNS_PER_GPU = [1, 4]
@@ -33,16 +32,6 @@ RUNS_PER_GPU = [1, 4]
 def snakemake_cmd(target: str, config: str, *args: str) -> list[str]:
     # the target first: --configfile and --resources take every word after them
     return [sys.executable, "-m", "snakemake", target, "--cores", str(os.cpu_count() or 2), "--configfile", config, *args]
-
-
-def copy_workflow(workdir: Path) -> Path:
-    from audit.gpucheck.common import REPO
-
-    workdir.mkdir()
-    for name in ("Snakefile", "rules", "configs", "profiles", "captions"):
-        source = REPO / name
-        (shutil.copytree if source.is_dir() else shutil.copy)(source, workdir / name)
-    return workdir
 
 
 def study_config(workdir: Path, name: str, device: str, runs_per_gpu: int) -> str:
