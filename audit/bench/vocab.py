@@ -32,7 +32,6 @@ OMP_NUM_THREADS=1 so that BLAS is single-threaded too).
 from __future__ import annotations
 
 import argparse
-import copy
 import time
 from pathlib import Path
 
@@ -45,11 +44,10 @@ def study_config(path: str | Path, vocab: int, emb_size: int, heads: list[str], 
     """The study ``path`` made a subword study (``data.tokenizer: bpe``, ``data.vocab_size`` vocab)
     of size ``emb_size`` with one arm per head in ``heads``, on the CPU with one thread; ``contexts``
     replaces ``evaluate.contexts`` when given. Validated and filled by ``check_study``."""
-    import yaml
-
+    from audit import yamlfile
     from audit.config import check_study
 
-    raw = copy.deepcopy(yaml.safe_load(Path(path).read_text()))
+    raw = yamlfile.load(path)
     raw["data"] = {**raw.get("data", {}), "tokenizer": "bpe", "vocab_size": vocab}
     raw["model"] = {**raw.get("model", {}), "emb_size": emb_size}
     raw["train"] = {**raw.get("train", {}), "device": "cpu", "threads": 1}
