@@ -54,3 +54,27 @@ def test_the_parent_never_touches_cuda_nor_measures_itself(capsys, monkeypatch):
     if "cpu, tiny model" not in out:
         pytest.skip("CUDA is present: a full-size benchmark ran")
     assert "\nsoftmax: one run " in out and out.count("plain N= 1:") == 1
+
+
+def test_one_run_serves_both_sweeps_and_mps_never_reruns_it(capsys, monkeypatch, tmp_path):
+    """On a GPU (faked: the probe, the MPS daemon and the workers are stand-ins) the plain and the
+    MPS sweep share the single run of step 1: N = 1 runs once per family, never under MPS, and
+    each ratio is to that run."""
+    calls = []
+
+    def fake_concurrent(settings, corpus, n, steps, warmup, env=None, timeout=1800):
+        calls.append((n, env is not None))
+        rate = 1000.0 * n ** 0.5 * (1.5 if env else 1.0)
+        return {"n": n, "tokens_per_second": rate, "peak_gb": 1.0}
+
+    monkeypatch.setattr(gpu, "probe_device", lambda: {"cuda": True, "name": "Fake GPU", "gib": 80.0, "torch": "x"})
+    monkeypatch.setattr(gpu, "start_mps", lambda tmp: {"CUDA_MPS_PIPE_DIRECTORY": str(tmp_path)})
+    monkeypatch.setattr(gpu, "stop_mps", lambda env: None)
+    monkeypatch.setattr(gpu, "concurrent", fake_concurrent)
+    assert gpu.main(["--families", "softmax", "--concurrency", "1,4", "--steps", "2", "--warmup", "1"]) == 0
+    assert calls == [(1, False), (4, False), (4, True)]
+    out = capsys.readouterr().out
+    assert "plain N= 4:        2,000 tokens/s aggregate ( 2.00 x one run)" in out
+    assert "MPS   N= 1:        1,000 tokens/s aggregate ( 1.00 x one run)" in out
+    assert "MPS   N= 4:        3,000 tokens/s aggregate ( 3.00 x one run)" in out
+    assert "best: softmax MPS N=4" in out
