@@ -62,22 +62,28 @@ def body_macs(sizes: dict, vocab: int) -> float:
     return macs if macs is not None else outside_body_params(sizes, vocab) + attention_macs(sizes)
 
 
+def meta_count(head: str, options: dict, sizes: dict, vocab: int) -> int:
+    """``count_params`` of the model of ``head`` (with ``options``) at ``sizes`` (``model_sizes``),
+    counted on PyTorch's meta device: exact for any head or body (imports torch and an outside
+    part's module, which validating the study has already imported)."""
+    # JSON cache keys: options and body_options are dicts
+    return _meta_count(head, json.dumps(options, sort_keys=True),
+                       json.dumps({k: v for k, v in sizes.items() if k != "experts"}, sort_keys=True), vocab)
+
+
 @functools.cache
-def _model_count(body: str, key: str, vocab: int) -> int:
+def _meta_count(head: str, options: str, sizes: str, vocab: int) -> int:
     from audit.model.language_model import MODEL_KEYS, ModelConfig
     from audit.model.params import count_params
 
-    sizes = {k: v for k, v in json.loads(key).items() if k in MODEL_KEYS}
-    return count_params(ModelConfig.of(vocab_size=vocab, **{**sizes, "body": body}))
+    model = {k: v for k, v in json.loads(sizes).items() if k in MODEL_KEYS}
+    return count_params(ModelConfig.of(vocab_size=vocab, head=head, head_options=json.loads(options), **model))
 
 
 def outside_body_params(sizes: dict, vocab: int) -> int:
-    """The count of the body at ``sizes["body"]`` (an import path): a softmax model on it counted on the meta device, less the
-    embedding and the decoder bias (imports torch and the body's module, which validation has
-    already imported)."""
-    # the sizes as a cache key: JSON, as body_options is a dict
-    key = json.dumps({k: v for k, v in sizes.items() if k != "experts"}, sort_keys=True)
-    total = _model_count(sizes["body"], key, vocab)
+    """The count of the body at ``sizes["body"]`` (an import path): a softmax model on it counted
+    on the meta device (``meta_count``), less the embedding and the decoder bias."""
+    total = meta_count("softmax", {}, sizes, vocab)
     return total - vocab * sizes["emb_size"] - (vocab if sizes.get("decoder_bias", True) else 0)
 
 

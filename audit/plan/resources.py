@@ -40,8 +40,6 @@ attempt (the profile's ``retries``) or the next invocation.
 
 from __future__ import annotations
 
-import functools
-import json
 import math
 import os
 from pathlib import Path
@@ -186,20 +184,8 @@ def n_params(settings: dict) -> int:
                                                     dims["decoder_bias"])
     body = bodycost.body(dims).param_count(dims, vocab)
     if head is None or body is None:
-        return _meta_count(settings["head"], json.dumps(options, sort_keys=True),
-                           json.dumps({k: v for k, v in dims.items() if k != "experts"}, sort_keys=True), vocab)
+        return bodycost.meta_count(settings["head"], options, dims, vocab)
     return vocab * d + body + head
-
-
-@functools.cache
-def _meta_count(head: str, options: str, sizes: str, vocab: int) -> int:
-    """``count_params`` of the model (imports torch and the outside part's module, which
-    validating the study has already imported)."""
-    from audit.model.language_model import MODEL_KEYS, ModelConfig
-    from audit.model.params import count_params
-
-    model = {k: v for k, v in json.loads(sizes).items() if k in MODEL_KEYS}
-    return count_params(ModelConfig.of(vocab_size=vocab, head=head, head_options=json.loads(options), **model))
 
 
 def _cpu_fit() -> tuple[float, float]:
