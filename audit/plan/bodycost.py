@@ -16,7 +16,7 @@ import functools
 import json
 
 from audit.model.bodies.traits import COST_TRAITS, OUTSIDE_RULE, BodyTraits, attention_macs, body_traits, math_attention
-from audit.model.heads.traits import head_traits
+from audit.model.heads.traits import DEFAULT_HEAD, head_traits
 
 __all__ = ["TRAIN_PASSES", "body_macs", "eval_floats", "math_attention", "model_sizes", "note", "train_floats"]
 
@@ -81,9 +81,10 @@ def _meta_count(head: str, options: str, sizes: str, vocab: int) -> int:
 
 
 def outside_body_params(sizes: dict, vocab: int) -> int:
-    """The count of the body at ``sizes["body"]`` (an import path): a softmax model on it counted
-    on the meta device (``meta_count``), less the embedding and the decoder bias."""
-    total = meta_count("softmax", {}, sizes, vocab)
+    """The count of the body at ``sizes["body"]`` (an import path): a model of the default head
+    (the softmax: a decoder bias beyond the tied embedding) on it counted on the meta device
+    (``meta_count``), less the embedding and the decoder bias."""
+    total = meta_count(DEFAULT_HEAD, {}, sizes, vocab)
     return total - vocab * sizes["emb_size"] - (vocab if sizes.get("decoder_bias", True) else 0)
 
 
