@@ -8,17 +8,20 @@ published pin gives, or both (every one given must match). A mirror is a folder 
 is written to a temporary name in the destination folder and renamed only after its checksums
 matched, so a failure never leaves a partial or unverified file behind. A downloaded archive is
 kept (``<dest folder>/.archives/``) so the corpus's other files are taken from it, not downloaded
-again; each member is still verified against its own pin.
+again, also by jobs fetching them at the same time (they wait for the first one's download under a
+lock); each member is still verified against its own pin.
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import os
 import shutil
 import tempfile
 import urllib.request
 import zipfile
+from contextlib import contextmanager, suppress
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -80,24 +83,67 @@ def _copy_from(origin: str, tmp: Path) -> None:
                 out.write(block)
 
 
-def _archive(url: str, folder: Path) -> Path:
-    """The archive at ``url``, downloaded once into ``folder`` (to a temporary name, then renamed)."""
-    path = folder / url.rsplit("/", 1)[-1]
-    if not path.exists():
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", dir=folder)
-        os.close(fd)
+@contextmanager
+def _locked(path: Path):
+    """Hold an exclusive ``flock`` on the file ``path`` (created if missing) for the block.
+
+    A holder that fails removes the file, and so its folder may go too; a job that was waiting on
+    it then holds a lock nobody else can see, so it checks that ``path`` is still the file it
+    locked and otherwise starts over. A lock file, not the folder, because ``flock`` on NFS (where
+    cluster jobs often run) needs a file opened for writing."""
+    while True:
+        path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            _copy_from(url, Path(tmp_name))
-            os.replace(tmp_name, path)
-        finally:
-            Path(tmp_name).unlink(missing_ok=True)
-            if not any(folder.iterdir()):
-                try:
-                    folder.rmdir()  # a failed first download leaves no empty folder behind
-                except OSError:     # another job's download has just begun in it
-                    pass
-    return path
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except FileNotFoundError:  # the folder went between the two lines above
+            continue
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            if os.fstat(fd).st_ino == os.stat(path).st_ino:
+                break
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+    try:
+        yield
+    finally:
+        os.close(fd)
+
+
+def _download(url: str, path: Path) -> None:
+    """Download ``url`` to ``path`` through a temporary name in its folder (renamed when complete)."""
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    os.close(fd)
+    try:
+        _copy_from(url, Path(tmp_name))
+        os.replace(tmp_name, path)
+    finally:
+        Path(tmp_name).unlink(missing_ok=True)
+
+
+def _member(entry: dict, origin: str, folder: Path, tmp: Path) -> None:
+    """Write the verified ``entry["member"]`` of the archive at ``entry["url"]`` to ``tmp``.
+
+    The archive is downloaded once into ``folder`` and kept for the corpus's other files. One job
+    at a time per archive: Snakemake fetches a corpus's train, valid and test files in parallel, and
+    without the lock each would find no archive and download all of it. A download that fails, or
+    an archive that is damaged or gives a wrong member, leaves nothing (the archive, its lock file
+    and an emptied folder are removed) and raises ``OSError`` or ``AuditError``.
+    """
+    archive = folder / entry["url"].rsplit("/", 1)[-1]
+    lock = folder / f"{archive.name}.lock"
+    with _locked(lock):
+        try:
+            if not archive.exists():
+                _download(entry["url"], archive)
+            _extract(archive, entry["member"], tmp)
+            verify(tmp, entry, origin)
+        except (OSError, AuditError):
+            archive.unlink(missing_ok=True)  # a damaged or different archive is not kept
+            lock.unlink(missing_ok=True)     # still held: a waiting job sees it gone and starts over
+            with suppress(OSError):
+                folder.rmdir()               # only if empty: another archive's lock may be in it
+            raise
 
 
 def _extract(archive: Path, member: str, tmp: Path) -> None:
@@ -135,13 +181,7 @@ def fetch(dataset: str, name: str, dest: str | os.PathLike, mirror: str | os.Pat
         tmp = Path(tmp_name)
         try:
             if origin == url and member:
-                archive = _archive(entry["url"], dest.parent / ARCHIVES)
-                try:
-                    _extract(archive, member, tmp)
-                    verify(tmp, entry, origin)
-                except (OSError, AuditError):
-                    archive.unlink(missing_ok=True)  # a damaged or different archive is not kept
-                    raise
+                _member(entry, origin, dest.parent / ARCHIVES, tmp)
             else:
                 _copy_from(origin, tmp)
                 verify(tmp, entry, origin)
