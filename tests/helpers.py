@@ -20,6 +20,11 @@ TRANSFORMER_TRAIN = {"optimizer": "adamw", "lr": 3e-3, "warmup_steps": 5, "wdeca
                      "variable_bptt": False, "alpha": 0.0, "beta": 0.0}
 
 
+def minimal_study(**extra) -> dict:
+    """The smallest valid study (one softmax arm, two seeds), with ``extra`` top-level keys."""
+    return {"study": "t", "seeds": [1, 2], "heads": [{"name": "softmax"}], **extra}
+
+
 def tiny_settings(head="softmax", seed=1, epochs=2, train_tokens=6000, model=None, entry=None, **train):
     """The train settings (``audit.config.train_settings``) of one tiny run; ``entry``: the whole
     heads entry (an outside head's ``import``), whose ``name`` then is the arm's."""

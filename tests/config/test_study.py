@@ -1,23 +1,21 @@
+"""A study config checked against the schema: one-line errors, defaults, statistics sections, claims files."""
+
 import dataclasses
-import json
 from pathlib import Path
 
 import pytest
 import yaml
 
-from audit.config import check_stats_config, check_study, load_study, run_settings, settings_json, stats_sections
+from audit.config import check_stats_config, check_study, load_study, stats_sections
 from audit.errors import AuditError
 from audit.schema import schema_defaults
+from helpers import minimal_study
 
-REPO = Path(__file__).resolve().parent.parent
-
-
-def minimal(**extra):
-    return {"study": "t", "seeds": [1, 2], "heads": [{"name": "softmax"}], **extra}
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_defaults_are_filled_from_the_schema():
-    config = check_study(minimal())
+    config = check_study(minimal_study())
     assert config["model"]["emb_size"] == 400 and config["train"]["lr"] == 20.0
     assert config["data"]["corpora"] == ["ptb"] and config["evaluate"]["contexts"] == "all"
     assert config["evaluate"]["argmax"]["search_steps"] == 100 and config["evaluate"]["argmax"]["search_tokens"] == 1000
@@ -25,37 +23,37 @@ def test_defaults_are_filled_from_the_schema():
 
 
 @pytest.mark.parametrize("config, key", [
-    (minimal(heads=[{"name": "softmax"}, {"name": "sofmax"}]), "heads[1].head: unknown head 'sofmax'"),
-    (minimal(train={"lr": "fast"}), "train.lr: 'fast' is not of type 'number'"),
-    (minimal(model={"emb_sise": 3}), "model: Additional properties are not allowed ('emb_sise' was unexpected)"),
-    (minimal(seeds=[]), "seeds: [] should be non-empty"),
-    (minimal(heads=[{"name": "a", "head": "softmax_matched", "options": {"match": "mos"}}]),
+    (minimal_study(heads=[{"name": "softmax"}, {"name": "sofmax"}]), "heads[1].head: unknown head 'sofmax'"),
+    (minimal_study(train={"lr": "fast"}), "train.lr: 'fast' is not of type 'number'"),
+    (minimal_study(model={"emb_sise": 3}), "model: Additional properties are not allowed ('emb_sise' was unexpected)"),
+    (minimal_study(seeds=[]), "seeds: [] should be non-empty"),
+    (minimal_study(heads=[{"name": "a", "head": "softmax_matched", "options": {"match": "mos"}}]),
      "heads[0].options.match: must name another head"),
-    (minimal(heads=[{"name": "softmax", "train": {"epoks": 3}}]), "heads[0].train.epoks: unknown train setting"),
+    (minimal_study(heads=[{"name": "softmax", "train": {"epoks": 3}}]), "heads[0].train.epoks: unknown train setting"),
     # an arm's override obeys the section's rule (epochs 0 trained nothing yet said status ok)
-    (minimal(heads=[{"name": "softmax", "train": {"epochs": 0}}]),
+    (minimal_study(heads=[{"name": "softmax", "train": {"epochs": 0}}]),
      "heads[0].train.epochs: 0 is less than the minimum of 1"),
-    (minimal(heads=[{"name": "softmax", "model": {"dropout": 1.5}}]),
+    (minimal_study(heads=[{"name": "softmax", "model": {"dropout": 1.5}}]),
      "heads[0].model.dropout: 1.5 is greater than or equal to the maximum of 1"),
-    (minimal(heads=[{"name": "softmax", "train": {"lr": "fast"}}]), "heads[0].train.lr: 'fast' is not of type 'number'"),
-    (minimal(heads=[{"name": "mos", "options": {"expert": 3}}]), "heads[0].options.expert: unknown option of head 'mos'"),
+    (minimal_study(heads=[{"name": "softmax", "train": {"lr": "fast"}}]), "heads[0].train.lr: 'fast' is not of type 'number'"),
+    (minimal_study(heads=[{"name": "mos", "options": {"expert": 3}}]), "heads[0].options.expert: unknown option of head 'mos'"),
     # the statistics sections: the schema's $defs, the same the stats verb checks a stats config against
-    (minimal(comparisons=[{"family": "f", "baseline": "softmax", "metrics": ["test_ppl"]}]),
+    (minimal_study(comparisons=[{"family": "f", "baseline": "softmax", "metrics": ["test_ppl"]}]),
      "comparisons[0]: give 'baseline' and 'against', or 'pairs'"),
-    (minimal(comparisons=[{"family": "f", "pairs": [["a", "b"]], "metric": ["test_ppl"]}]),
+    (minimal_study(comparisons=[{"family": "f", "pairs": [["a", "b"]], "metric": ["test_ppl"]}]),
      "comparisons[0]: Additional properties are not allowed ('metric' was unexpected)"),
-    (minimal(comparisons=[{"family": "f", "pairs": [["a", "b"]], "metrics": ["m"], "family_by": ["head"]}]),
+    (minimal_study(comparisons=[{"family": "f", "pairs": [["a", "b"]], "metrics": ["m"], "family_by": ["head"]}]),
      "comparisons[0].family_by[0]: 'head' is not one of ['corpus', 'metric']"),
-    (minimal(correlations=[{"name": "c", "x": "press_rank", "y": "test_ppl"}] * 2),
+    (minimal_study(correlations=[{"name": "c", "x": "press_rank", "y": "test_ppl"}] * 2),
      "correlations[1].name: duplicate correlation 'c'"),
-    (minimal(claims=[{"id": "c", "source": "s", "expect": "up",
+    (minimal_study(claims=[{"id": "c", "source": "s", "expect": "up",
                       "comparison": {"head_a": "mos", "head_b": "softmax", "metric": "test_ppl"}}]),
      "claims[0].expect: 'up' is not one of ['lower', 'higher', 'equivalent', 'not_lower', 'not_higher']"),
-    (minimal(evaluate={"argmax": {"search_steps": -1}}),
+    (minimal_study(evaluate={"argmax": {"search_steps": -1}}),
      "evaluate.argmax.search_steps: -1 is less than the minimum of 0"),
-    (minimal(evaluate={"argmax": {"search_tokens": "most"}}), "evaluate.argmax.search_tokens: 'most' is not valid"),
-    (minimal(stats={"alpha": 0.7}), "stats.alpha: 0.7 is greater than or equal to the maximum of 0.5"),
-    (minimal(stats={"min_seed": 3}), "stats: Additional properties are not allowed ('min_seed' was unexpected)"),
+    (minimal_study(evaluate={"argmax": {"search_tokens": "most"}}), "evaluate.argmax.search_tokens: 'most' is not valid"),
+    (minimal_study(stats={"alpha": 0.7}), "stats.alpha: 0.7 is greater than or equal to the maximum of 0.5"),
+    (minimal_study(stats={"min_seed": 3}), "stats: Additional properties are not allowed ('min_seed' was unexpected)"),
 ])
 def test_bad_configs_give_one_line_naming_the_key(config, key):
     with pytest.raises(AuditError) as err:
@@ -83,34 +81,6 @@ def test_a_key_written_twice_is_refused_naming_both_lines(tmp_path):
         load_study(path)
 
 
-def test_run_settings_merge_head_overrides_and_are_canonical():
-    config = check_study(minimal(heads=[{"name": "softmax"},
-                                        {"name": "big", "head": "softmax", "model": {"emb_size": 8},
-                                         "train": {"lr": 1.0}}]))
-    settings = run_settings(config, "ptb", "big", 2)
-    assert settings["model"]["emb_size"] == 8 and settings["train"]["lr"] == 1.0
-    assert settings["model"]["hidden_size"] == 1150 and settings["seed"] == 2
-    text = settings_json(config, "ptb", "big", 2)
-    # the train rule's settings: the run's less its evaluate options (they rerun evaluate jobs only)
-    assert json.loads(text) == {k: v for k, v in settings.items() if k != "evaluate"}
-    assert settings["evaluate"] == config["evaluate"]
-    other_evaluate = check_study(minimal(heads=[{"name": "softmax"}, {"name": "big", "head": "softmax",
-                                        "model": {"emb_size": 8}, "train": {"lr": 1.0}}], evaluate={"contexts": 50}))
-    assert settings_json(other_evaluate, "ptb", "big", 2) == text
-    # canonical: the same settings written in another key order give the same string ...
-    reordered = check_study({"heads": [{"train": {"lr": 1.0}, "model": {"emb_size": 8}, "head": "softmax", "name": "big"},
-                                       {"name": "softmax"}],
-                             "seeds": [2, 1], "study": "t"})
-    assert list(reordered["heads"][0]) != list(config["heads"][1]) and settings_json(reordered, "ptb", "big", 2) == text
-    assert text == json.dumps(json.loads(text), sort_keys=True)
-    # ... a setting of this run changes it, a setting of another arm does not
-    other = check_study(minimal(heads=[{"name": "softmax", "train": {"lr": 5.0}},
-                                       {"name": "big", "head": "softmax", "model": {"emb_size": 8}, "train": {"lr": 1.0}}]))
-    assert settings_json(other, "ptb", "big", 2) == text and settings_json(other, "ptb", "softmax", 2) != \
-        settings_json(config, "ptb", "softmax", 2)
-    assert settings_json(config, "ptb", "big", 1) != text and settings_json(config, "wikitext-2", "big", 2) != text
-
-
 def test_shipped_configs_validate(monkeypatch):
     monkeypatch.chdir(REPO)   # claims_file is relative to the repository root
     studies = sorted(p for p in (REPO / "configs").glob("*.yaml") if p.name not in ("schema.yaml", "claims.yaml"))
@@ -130,28 +100,8 @@ def test_stats_sections_inline_the_claims_file(tmp_path, monkeypatch):
     assert sections["claims"] == claims and "claims_file" not in sections
 
 
-def test_grid_expands_into_one_arm_per_point_with_its_options():
-    config = check_study(minimal(heads=[
-        {"name": "softmax"},
-        {"name": "gss", "options": {"c": 0.0}, "grid": {"c": [-1.5, 2.0], "k": [1.25, 3]}, "train": {"lr": 10.0}}]))
-    names = [e["name"] for e in config["heads"]]
-    assert names == ["softmax", "gss_c-1.5_k1.25", "gss_c-1.5_k3", "gss_c2_k1.25", "gss_c2_k3"]
-    arm = config["heads"][2]
-    assert arm["head"] == "gss" and arm["options"] == {"c": -1.5, "k": 3} and arm["train"] == {"lr": 10.0}
-    assert arm["grid_point"] == {"c": -1.5, "k": 3} and arm["arm_group"] == "gss" and "grid" not in arm
-    assert check_study(config)["heads"] == config["heads"]          # idempotent on a resolved config
-    settings = run_settings(config, "ptb", "gss_c2_k1.25", 1)
-    assert settings["options"] == {"c": 2.0, "k": 1.25} and settings["grid_point"] == {"c": 2.0, "k": 1.25}
-    assert "grid_point" not in run_settings(config, "ptb", "softmax", 1)   # other arms' settings unchanged
-
-
-def test_grid_key_must_be_an_option_of_the_head():
-    with pytest.raises(AuditError, match=r"study.yaml: config key heads\[0\].grid.experts: not an option of head 'gss'"):
-        check_study(minimal(heads=[{"name": "gss", "grid": {"experts": [1, 2]}}]), "study.yaml")
-
-
 def test_stats_sections_get_the_schema_defaults():
-    config = check_study(minimal(
+    config = check_study(minimal_study(
         comparisons=[{"family": "f", "pairs": [["mos", "softmax"]], "metrics": ["test_ppl"]}],
         correlations=[{"name": "c", "x": "press_rank", "y": "test_ppl"}],
         claims=[{"id": "k", "source": "s", "expect": "nonzero", "correlation": {"name": "c"}}]))
@@ -162,7 +112,7 @@ def test_stats_sections_get_the_schema_defaults():
     assert config["claims"][0]["statement"] == ""
     assert config["claims"][0]["correlation"] == {"name": "c", "level": "runs", "method": "pearson"}
     config["comparisons"][0]["family_by"].append("corpus")     # defaults are copies, never shared
-    assert check_study(minimal(comparisons=[{"family": "g", "pairs": [["a", "b"]], "metrics": ["m"]}])
+    assert check_study(minimal_study(comparisons=[{"family": "g", "pairs": [["a", "b"]], "metrics": ["m"]}])
                        )["comparisons"][0]["family_by"] == []
 
 
@@ -192,7 +142,7 @@ def _claim(cid, expect="lower"):
 def test_claims_file_is_checked_against_the_schema(tmp_path, document, message):
     path = tmp_path / "claims.yaml"
     path.write_text(yaml.safe_dump(document))
-    config = check_study(minimal(claims=[_claim("own")], claims_file=str(path)))
+    config = check_study(minimal_study(claims=[_claim("own")], claims_file=str(path)))
     with pytest.raises(AuditError, match=f"^{path}: config key {message}") as err:
         stats_sections(config)
     assert "\n" not in str(err.value)
@@ -201,7 +151,7 @@ def test_claims_file_is_checked_against_the_schema(tmp_path, document, message):
 def test_claims_file_claims_get_defaults(tmp_path):
     path = tmp_path / "claims.yaml"
     path.write_text(yaml.safe_dump({"claims": [_claim("a")]}))
-    sections = stats_sections(check_study(minimal(claims_file=str(path))))
+    sections = stats_sections(check_study(minimal_study(claims_file=str(path))))
     assert sections["claims"] == [{**_claim("a"), "statement": ""}]
 
 
