@@ -251,7 +251,7 @@ def study_kind(present: dict) -> str:
 
 
 VERDICT_LABELS = {"not_informative": "not informative"}   # the reason says why (audit.stats.guard)
-VERDICT_LABELS["not_informative_at_scale"] = "not informative at this scale"   # audit.stats.claims.SCALE_VERDICT
+VERDICT_LABELS["not_informative_at_scale"] = "not informative at this scale"   # audit.stats.one_sample_claims.SCALE_VERDICT
 
 
 def verdict_text(verdict) -> str:

@@ -50,13 +50,9 @@ With ``test: multibootstrap`` a comparison claim is judged on the same row's mul
 about the language rather than this test set. It tests no equivalence, so it never says
 ``equivalent``. In the family ``claims`` each row enters with the test its claim names.
 
-A one-sample claim (``one_sample``) joins the Holm family ``claims`` with its one-sided p toward
-the claim (``p_adj``); its p toward the negation is Holm-adjusted in a second pass over the
-same family (``p_opposite_adj``, as TOST is beside Welch). Supported when ``p_adj`` < alpha,
-contradicted when ``p_opposite_adj`` < alpha (at most one can be), else inconclusive; fewer
-than ``min_seeds`` usable runs, an undefined test, an absent column or head: inconclusive with
-the reason, out of the family. The estimate is mean - bound (or rate - bound) with the
-1 - 2 alpha interval whose ends are the one-sided bounds of the two tests.
+This module judges the comparison and correlation claims and assembles the table. A one-sample
+claim (``one_sample``) is judged by ``audit.stats.one_sample_claims``: its evidence, the Holm
+family ``claims`` it shares with the claim-only comparisons, and its verdict and row.
 """
 
 from __future__ import annotations
@@ -67,11 +63,10 @@ import numpy as np
 import pandas as pd
 
 from audit.config import check_section
-from audit.stats import multiboot, one_sample
-from audit.stats.comparisons import default_lower_is_better, finalize, make_row, verdict as comparison_verdict
-from audit.stats.gates import drop_kind
+from audit.stats import multiboot
+from audit.stats.comparisons import default_lower_is_better, finalize, make_row
 from audit.stats.io import Settings, absent_later, arm
-from audit.stats.multiplicity import METHOD, adjust
+from audit.stats.one_sample_claims import holm_with_one_sample, one_sample_claim_row, one_sample_evidence
 
 COLUMNS = [
     "claim_id", "source", "statement", "corpus", "kind", "expect", "verdict", "reason",
@@ -80,7 +75,6 @@ COLUMNS = [
     "p_opposite_adj", "power",
     "seeds_needed", "alpha", "bootstrap_seed", "bootstrap_resamples", "ours",
 ]
-SCALE_VERDICT = "not_informative_at_scale"   # the verdict would follow from geometry alone
 
 
 def judge_comparison(expect: str, row: dict, settings: Settings) -> tuple[str, str]:
@@ -351,162 +345,3 @@ def _correlation_row(row: dict, claim: dict, corpus: str, correlations: pd.DataF
                 estimate=r, ci_low=ev[f"{method}_ci_low"], ci_high=ev[f"{method}_ci_high"],
                 ci_level=ev["ci_level"], p_name="permutation p (uncorrected, single pre-declared test)",
                 p=p, bootstrap_seed=ev["permutation_seed"], bootstrap_resamples=ev["permutation_resamples"])
-
-
-def one_sample_evidence(claim: dict, corpus: str, runs: pd.DataFrame, settings: Settings) -> dict:
-    """The statistics of a one-sample claim on one corpus, before Holm (``audit.stats.one_sample``),
-    with ``reason``: why it has no test ('' when it has one: it then enters the family); with the
-    spec's ``unresolved``, both accountings of the undecided tokens (``_either_way``); with its
-    ``scale_floor``, ``floor`` (the largest over the runs) for ``judge_one_sample``."""
-    spec = claim["one_sample"]
-    head, metric, test = str(spec["head"]), spec["metric"], spec.get("test", "t")
-    ev = dict(head=head, metric=metric, test=test, bound=float(spec["bound"]),
-              threshold=float(spec.get("threshold", 0.0)), n=0, n_failed=0, n_missing=0, reason="")
-    extra = spec.get("unresolved")
-    absent = next((c for c in (metric, extra) if c and c not in runs.columns), None)
-    if absent:   # a runs table from before the metric was measured, or a typo
-        ev.update(one_sample.one_sample(np.array([]), ev["bound"], claim["expect"], test, ev["threshold"], settings.alpha))
-        return dict(ev, reason=absent_later(runs, absent) or f"not run: the runs table has no column {absent!r}")
-    sample = arm(runs, corpus, head, metric)
-    if extra:
-        sample = arm(_with_unresolved(runs, metric, extra), corpus, head, metric)
-    ev.update(one_sample.one_sample(sample.values, ev["bound"], claim["expect"], test, ev["threshold"], settings.alpha),
-              n_failed=sample.n_failed, n_missing=sample.n_missing)
-    if extra and len(sample.values):
-        ev = _either_way(ev, arm(_with_unresolved(runs, metric, extra, counted=True), corpus, head, metric),
-                         claim["expect"], settings)
-    n, need = len(sample.values), settings.min_seeds
-    if not sample.present:
-        ev["reason"] = f"not run: no runs of {head} in corpus {corpus!r}"
-    elif n < need:
-        lost = [f"{c} {what}" for c, what in ((sample.n_failed, "runs failed"),
-                                                (sample.n_missing, f"ok runs without a {metric} value")) if c]
-        kind = "runs failed" if sample.n_failed and n + sample.n_failed >= need else "too few seeds"
-        ev["reason"] = f"{kind}: n={n} < min_seeds={need}" + (f"; {', '.join(lost)}" if lost else "")
-    elif ev["undefined"]:
-        ev["reason"] = ev["undefined"]
-    if spec.get("scale_floor") and sample.present:
-        ev["floor"] = scale_floor(runs, corpus, head)
-    return ev
-
-
-def _with_unresolved(runs: pd.DataFrame, metric: str, extra: str, counted: bool = False) -> pd.DataFrame:
-    """``runs`` whose ``metric`` is NaN where ``extra`` (the undecided tokens) is, and, when
-    ``counted``, ``metric + extra``: a run whose undecided count is unknown is no evidence."""
-    out = runs.copy()
-    value, undecided = (pd.to_numeric(out[c], errors="coerce") for c in (metric, extra))
-    out[metric] = value.where(undecided.notna()) + (undecided if counted else 0.0)
-    return out
-
-
-def _either_way(ev: dict, counted, expect: str, settings: Settings) -> dict:
-    """The one-sample evidence with the undecided tokens counted as argmaxable (``ev``) and as
-    not (the test on ``counted``): p and p_opposite the larger of the two, so that Holm passes a
-    side only where both accountings pass it; ``k_counted`` the count of the second."""
-    other = one_sample.one_sample(counted.values, ev["bound"], expect, ev["test"], ev["threshold"], settings.alpha)
-    both = [ev["p"], other["p"]], [ev["p_opposite"], other["p_opposite"]]
-    worst = [max(v) if all(np.isfinite(v)) else math.nan for v in both]
-    return dict(ev, p=worst[0], p_opposite=worst[1], k_counted=other.get("k", math.nan),
-                stat_counted=other.get("stat", math.nan), undefined=ev["undefined"] or other["undefined"])
-
-
-def scale_floor(runs: pd.DataFrame, corpus: str, head: str) -> float:
-    """sqrt((d + 1) / V), the norm share of a random direction in R^V kept by a (d + 1)-dimensional
-    subspace (col([W, 1]): E ||P g||^2 / ||g||^2 = (d + 1) / V), largest over the arm's ok runs
-    (``emb_size``, ``vocab_size``); NaN when no run records both."""
-    rows = runs[(runs["corpus"] == corpus) & (runs["head"] == head) & (runs["status"] == "ok")]
-    if not {"emb_size", "vocab_size"} <= set(rows.columns):
-        return math.nan
-    d, V = (pd.to_numeric(rows[c], errors="coerce").to_numpy(dtype=float) for c in ("emb_size", "vocab_size"))
-    floors = np.sqrt((d + 1) / V)
-    floors = floors[np.isfinite(floors)]
-    return float(floors.max()) if floors.size else math.nan
-
-
-def holm_with_one_sample(comparison_rows: list[dict], singles: list[dict], settings: Settings,
-                         tests: list[str] | None = None) -> None:
-    """Holm over the family ``claims``: each claim-only comparison's p by the test its claim
-    names (``tests``, default all ``welch``: the Welch p where tested, the multi-bootstrap ``mb_p``
-    where defined) and the one-sample claims' p toward the claim; a second pass with the
-    one-sample p toward the negation (``p_opposite_adj``) over the same m. Updates both lists in
-    place: ``p_adj`` of a Welch row (its verdict again from it), ``mb_p_adj`` of a multi-bootstrap
-    row."""
-    tests = tests or ["welch"] * len(comparison_rows)
-    boot = [t == "multibootstrap" for t in tests]
-    welch = [r["mb_p"] if b else (r["welch_p"] if np.isfinite(r["p_adj"]) else math.nan)
-             for r, b in zip(comparison_rows, boot)]
-    tested = [not s["reason"] for s in singles]
-    p_adj, size, dropped = adjust(welch + [s["p"] if ok else math.nan for s, ok in zip(singles, tested)])
-    p_opp = adjust(welch + [s["p_opposite"] if ok else math.nan for s, ok in zip(singles, tested)])[0]
-    reasons = [r["reason"] for r in comparison_rows] + [s["reason"] for s in singles]
-    kinds = [drop_kind(r) for r in reasons]
-    counts = {k: kinds.count(k) for k in dict.fromkeys(kinds) if k}
-    names = [n for n, present in (("Welch", not all(boot)), ("multi-bootstrap", any(boot)),
-                                  ("one-sample", bool(singles))) if present]
-    what = (f"defined tests ({', '.join(names[:-1])} and {names[-1]})" if len(names) > 1
-            else f"defined {names[0]} tests")
-    note = (f"m = {size} {what} of {len(kinds)} rows"
-            + (f"; dropped: {', '.join(f'{n} {k}' for k, n in counts.items())}" if counts else ""))
-    for i, r in enumerate(comparison_rows):
-        if boot[i]:
-            r["mb_p_adj"] = float(p_adj[i])
-        elif np.isfinite(r["p_adj"]):
-            r["p_adj"] = float(p_adj[i])
-            r["verdict"], r["reason"] = comparison_verdict(r, settings)
-        r.update(family_size=size, family_dropped=dropped, family_note=note)
-    for j, s in enumerate(singles, start=len(comparison_rows)):
-        s.update(p_adj=float(p_adj[j]), p_opposite_adj=float(p_opp[j]), family_size=size, family_note=note)
-
-
-def judge_one_sample(expect: str, ev: dict, settings: Settings) -> tuple[str, str]:
-    """Verdict of a one-sample claim from its evidence after Holm (``holm_with_one_sample``)."""
-    if ev["reason"] or not np.isfinite(ev.get("p_adj", math.nan)):
-        return "inconclusive", ev["reason"] or "undefined: the one-sample test could not be computed"
-    alpha = settings.alpha
-    what = (f"rate of runs with {ev['metric']} > {ev['threshold']:g} = {ev['k']:.0f}/{ev['n']}"
-            if ev["test"] == "binomial" else f"mean {ev['metric']} = {ev['stat']:.4g} (n={ev['n']})")
-    if "k_counted" in ev:
-        what += (f" ({ev['k_counted']:.0f}/{ev['n']} with the unresolved tokens counted unargmaxable)"
-                 if ev["test"] == "binomial" else f" ({ev['stat_counted']:.4g} with the unresolved tokens counted)")
-    floor = ev.get("floor", math.nan)
-    if "floor" in ev and not (np.isfinite(floor) and floor < ev["bound"]):
-        return SCALE_VERDICT, (f"not informative at this scale: a random direction keeps sqrt((d+1)/V) = "
-                               f"{floor:.3g} of its norm, at or above the bound {ev['bound']:g}, so the verdict "
-                               f"would follow from geometry alone ({what}; p_adj={ev['p_adj']:.3g}, toward the "
-                               f"negation {ev['p_opposite_adj']:.3g})" if np.isfinite(floor) else
-                               "not informative at this scale: no run records emb_size and vocab_size, so the "
-                               "random-direction floor sqrt((d+1)/V) is unknown")
-    side = "below" if expect == "below" else "above"
-    other = "above" if side == "below" else "below"
-    both = " (both accountings)" if "k_counted" in ev else ""
-    if "floor" in ev:
-        what += f"; random-direction floor sqrt((d+1)/V) = {floor:.3g} < the bound"
-    if ev["p_adj"] < alpha:
-        return "supported", f"{what} {side} {ev['bound']:g}{both}: one-sided p_adj={ev['p_adj']:.3g} < {alpha:g}"
-    if ev["p_opposite_adj"] < alpha:
-        return "contradicted", (f"{what} {other} {ev['bound']:g}{both}: one-sided p_adj toward the negation = "
-                                f"{ev['p_opposite_adj']:.3g} < {alpha:g}")
-    return "inconclusive", (f"{what}: neither side of {ev['bound']:g} shown (p_adj={ev['p_adj']:.3g}, "
-                            f"toward the negation {ev['p_opposite_adj']:.3g})")
-
-
-def one_sample_claim_row(row: dict, claim: dict, ev: dict, settings: Settings) -> dict:
-    """The claims-table row of a one-sample claim; ``estimate`` is the arm's mean (or rate) minus
-    the bound, its interval the one at ``ci_level`` = 1 - 2 alpha shifted by the bound."""
-    verdict, reason = judge_one_sample(claim["expect"], ev, settings)
-    test, bound = ev["test"], ev["bound"]
-    binomial = test == "binomial"
-    size = ev.get("family_size", math.nan)
-    return dict(
-        row, verdict=verdict, reason=reason, evidence_table="claims (computed here)",
-        evidence=(f"family=claims; metric={ev['metric']}; head={ev['head']}; bound={bound:g}"
-                  + (f"; runs with {ev['metric']} > {ev['threshold']:g}" if binomial else "")),
-        n_a=ev["n"], n_b=math.nan, n_failed_a=ev["n_failed"], n_failed_b=math.nan,
-        estimate_name=("rate - bound (rate = k/n runs above the threshold; exact Clopper-Pearson CI)"
-                       if binomial else "mean - bound (one-sample t CI)"),
-        estimate=ev["estimate"], ci_low=ev["ci_low"] - bound, ci_high=ev["ci_high"] - bound, ci_level=ev["ci_level"],
-        p_name=(f"{'exact binomial' if binomial else 'one-sample t'} p, one-sided (H1: {claim['expect']} "
-                f"{bound:g}), {METHOD} within claims (m={size})"),
-        p=ev["p"], p_adj=ev.get("p_adj", math.nan), tost_p_adj=math.nan,
-        p_opposite_adj=ev.get("p_opposite_adj", math.nan), power=math.nan, seeds_needed=math.nan,
-        bootstrap_seed=math.nan, bootstrap_resamples=math.nan)

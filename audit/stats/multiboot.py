@@ -280,6 +280,7 @@ def attach(table: pd.DataFrame, runs: pd.DataFrame, sentences: Sentences | None,
            settings: Settings) -> pd.DataFrame:
     """A finalized comparisons table with ``COLUMNS`` appended, ``mb_p_adj`` NaN: the Holm
     adjustment is the caller's, in one family with the Welch tests
-    (``audit.stats.comparisons.holm_both``; the claims family ``claims``: ``holm_with_one_sample``)."""
+    (``audit.stats.comparisons.holm_both``; the claims family ``claims``:
+    ``audit.stats.one_sample_claims.holm_with_one_sample``)."""
     cols = [row_columns(runs, sentences, r, settings) for r in table.to_dict("records")]
     return pd.concat([table, pd.DataFrame(cols, columns=COLUMNS, index=table.index)], axis=1)

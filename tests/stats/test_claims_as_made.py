@@ -16,7 +16,7 @@ from audit.stats.claims import COLUMNS, claims_table
 from audit.stats.io import Settings, load_config
 
 FAST = Settings(bootstrap_resamples=200)
-SCALE_VERDICT = "not_informative_at_scale"   # audit.stats.claims.SCALE_VERDICT
+SCALE_VERDICT = "not_informative_at_scale"   # audit.stats.one_sample_claims.SCALE_VERDICT
 ROOT = Path(__file__).resolve().parents[2]
 
 
