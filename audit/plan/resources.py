@@ -92,12 +92,21 @@ CPU_ANCHORS = [
 GRAM_FLOPS = (82_429 * 10_000**2 + 2 * 10_000**3) / 405.8
 
 STARTUP_SECONDS = 120  # imports, corpus load, model build, final save
-# the argmax test (audit/evaluate/argmax.py, on the CPU even in a GPU job): issue 24 measured one
-# LP over all V - 1 rows at V = 10,000, d = 400 in 5.5-11 s; solved by constraint generation it
-# now takes 0.25 CPU-s there (`bench argmax`), but a token whose LP needs many rounds can approach
-# the one-call cost, so the upper figure stays the request's ceiling; the witness, dominated and braid tiers took 8.0 CPU-s at that size and scale as V^2 d
+# the argmax test (audit/evaluate/argmax.py, on the CPU even in a GPU job), run over two boxes for
+# the heads with the exact test (the body's and the authors' [-100, 100]^d, ARGMAX_BOXES), each
+# with its own LP budget: issue 24 measured one LP over all V - 1 rows at V = 10,000, d = 400 in
+# 5.5-11 s; solved by constraint generation it now takes 0.25 CPU-s there (`bench argmax`), but a
+# token whose LP needs many rounds can approach the one-call cost, so the upper figure stays the
+# request's ceiling
+ARGMAX_BOXES = 2
 ARGMAX_LP_SECONDS = 11.0
+# the witness, dominated and braid tiers, per box: 8.0 CPU-s at V = 10,000, d = 400, where the
+# V^2 d products dominate; at small d many more tokens reach the dominance and braid tiers, whose
+# cost grows as V^2 plus a braid walk per token: 1.7, 2.8, 6.0 and 38.5 CPU-s at V = 2,000, 3,000,
+# 5,000 and 16,000, d = 64 (bench argmax's layer, one thread; d = 64 was the slowest of d = 16-400
+# at V = 3,000), fitted by the two constants below; a box costs the larger of the two regimes
 ARGMAX_CHEAP_SECONDS = 8.0 / (10_000**2 * 400)
+ARGMAX_CHEAP_PER_PAIR, ARGMAX_CHEAP_PER_TOKEN = 1.1e-7, 6.5e-4
 # the heads with the exact test declare ``order_preserving`` (audit/evaluate/debate.py: an increasing
 # map of W x + b, or MoC's one softmax over W xbar + b)
 # the witness search of the other heads (audit/evaluate/argmax_search.py): CPU seconds of one
@@ -306,12 +315,19 @@ def gradient_share_seconds(settings: dict) -> float:
 
 def argmax_seconds(settings: dict) -> float:
     """CPU seconds of the argmax test at most: a head that declares ``order_preserving`` gets the
-    cheap tiers (V^2 d) and at most ``lp_budget`` LPs, any other the witness search."""
+    cheap tiers and at most ``lp_budget`` LPs over each of its two boxes, any other the witness
+    search (over the body's box alone)."""
     n = vocab_of(settings)
     if head_traits(settings["head"]).order_preserving:
-        return ARGMAX_CHEAP_SECONDS * n * n * _dims(settings)["emb_size"] \
-            + ARGMAX_LP_SECONDS * settings["evaluate"]["argmax"]["lp_budget"]
+        return ARGMAX_BOXES * (argmax_cheap_seconds(n, _dims(settings)["emb_size"])
+                               + ARGMAX_LP_SECONDS * settings["evaluate"]["argmax"]["lp_budget"])
     return argmax_search_seconds(settings, n)
+
+
+def argmax_cheap_seconds(vocab: int, d: int) -> float:
+    """CPU seconds of the witness, dominated and braid tiers over one box, for a (V, d) layer."""
+    return max(ARGMAX_CHEAP_SECONDS * vocab * vocab * d,
+               ARGMAX_CHEAP_PER_PAIR * vocab * vocab + ARGMAX_CHEAP_PER_TOKEN * vocab)
 
 
 def argmax_search_seconds(settings: dict, vocab: int) -> float:

@@ -259,7 +259,7 @@ def test_the_plan_counts_every_spectrum_pass_the_job_makes(ptb_corpus, mirror, t
     be in the plan (made to dominate it here: GRAM_FLOPS so small that one Gram is 3,000 s)."""
     from audit.config import check_section
     from audit.evaluate import run, spectrum
-    from audit.train.trainer import train
+    from audit.train.run import train
     from helpers import TINY_EVALUATE, tiny_settings
 
     settings = tiny_settings(head="softmax", epochs=1)
@@ -341,3 +341,27 @@ def test_a_bpe_run_plans_its_subword_tokens_not_the_words(mirror):
     # a cut is in tokens of the run's own vocabulary, whatever they are
     s["max_tokens"] = {"train": 1000}
     assert resources.tokens(s, "train") == 1000
+
+
+def test_the_argmax_plan_covers_both_boxes_of_a_small_layer():
+    """The cheap tiers at d = 64, where most tokens reach the dominance and braid tiers, over the
+    two boxes the evaluation tests an exact head in (the body's, the authors'), planned within the
+    CPU safety factor; the V^2 d rule alone planned 0.05 s for the 1.8 s measured here. Timed in a
+    process of one BLAS thread, as the constants were (`bench argmax` is run so): CPU seconds of
+    one core, not a thread pool's spin."""
+    import os
+    import subprocess
+    import sys
+
+    V, d = 2000, 64
+    code = ("import time; from audit.bench.argmax import layer; from audit.evaluate import argmax\n"
+            f"W, b, _ = layer({V}, {d}, 0.1, 10, 0); start = time.process_time()\n"
+            "for box in (1.0, argmax.AUTHORS_BOX): argmax.check(W, b, box=box, lp_budget=0)\n"
+            "print(time.process_time() - start)")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    measured = float(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                    check=True).stdout)
+    planned = resources.ARGMAX_BOXES * resources.argmax_cheap_seconds(V, d)
+    assert measured <= resources.SAFETY["cpu"] * planned, (measured, planned)
+    assert resources.argmax_cheap_seconds(10_000, 400) == pytest.approx(
+        max(8.0, 1.1e-7 * 10_000**2 + 6.5e-4 * 10_000))   # the larger regime: 17.5 s, not 8.0
