@@ -16,6 +16,7 @@ import jsonschema
 from audit.errors import AuditError
 from audit.schema import read_schema, schema_defaults
 
+
 # train settings that hold for the whole study (one GPU pool): an arm may not override them, and
 # they stay out of a run's settings, so changing them never makes finished runs look out of date
 STUDY_WIDE_TRAIN_KEYS = ("runs_per_gpu", "oom_retries", "gpu_memory_gb", "gpu_memory_margin")
@@ -25,12 +26,14 @@ def _arm_body(config: dict, entry: dict) -> str:
     """The body of one arm: its own ``model.body``, the study's, else the schema's default."""
     return {**config["model"], **entry.get("model", {})}.get("body", schema_defaults("model", unfilled=True)["body"])
 
+
 def matches_capacity(head: str) -> bool:
     """Whether the built-in head ``head`` sizes itself to another arm's parameter count (its
     ``matches_capacity`` trait, read without torch; an import path: False)."""
     from audit.model.heads.traits import HEAD_TRAITS
 
     return bool(getattr(HEAD_TRAITS.get(head), "matches_capacity", False))
+
 
 def needs_model_check(config: dict) -> bool:
     """Whether ``check_study`` builds the arms on torch's meta device (``audit.model.check``): a
@@ -45,11 +48,13 @@ def needs_model_check(config: dict) -> bool:
     return any(matches_capacity(entry["head"]) or is_import_path(entry["head"]) or is_import_path(body)
                for entry, body in zip(config["heads"], bodies))
 
+
 def grid_value_label(value) -> str:
     """A swept (numeric) value as it appears in an arm name: 2.0 -> "2", -1.5 -> "-1.5"."""
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return format(value, "g") if isinstance(value, float) else str(value)
+
 
 def expand_grids(entries: list[dict], source: str = "config") -> list[dict]:
     """Replace every head entry with a ``grid`` by one arm per point of the grid's product.
@@ -88,9 +93,11 @@ def expand_grids(entries: list[dict], source: str = "config") -> list[dict]:
             out.append(arm)
     return out
 
+
 def entry_head(entry: dict) -> str:
     """The head of a head entry: its ``import`` path, else its ``head``, else its name."""
     return entry.get("import") or entry.get("head") or entry["name"]
+
 
 def head_entry(config: dict, name: str) -> dict:
     """The arm named ``name`` of a checked study."""
@@ -98,6 +105,7 @@ def head_entry(config: dict, name: str) -> dict:
         if entry["name"] == name:
             return entry
     raise AuditError(f"no head named {name!r} in study {config['study']!r}")
+
 
 def _check_outside_head(entry: dict, i: int, source: str) -> None:
     """Load an entry's head from its import path and check the class and the options against
@@ -108,6 +116,7 @@ def _check_outside_head(entry: dict, i: int, source: str) -> None:
     cls = load_class(entry["head"], key)
     check_head_class(cls, key)
     check_head_options(cls, entry["options"], f"{source}: config key heads[{i}].options")
+
 
 def _check_body_and_training(config: dict, entry: dict, i: int, source: str) -> None:
     """One arm's body (a built-in name, or an import path whose class meets the body protocol)
@@ -138,6 +147,7 @@ def _check_body_and_training(config: dict, entry: dict, i: int, source: str) -> 
         raise AuditError(f"{where('train', 'bptt')}: chunks of up to {longest} tokens exceed the {body}'s "
                          f"model.context_size={context} (set train.variable_bptt false, a shorter bptt or "
                          f"a longer context)")
+
 
 def check_arms(config: dict, schema: dict, source: str) -> None:
     """What a schema cannot say of the arms (``config["heads"]``, grids expanded): known head
@@ -194,6 +204,7 @@ def check_arms(config: dict, schema: dict, source: str) -> None:
                 raise AuditError(f"{source}: config key heads[{i}].options.match: must name another head, "
                                  f"got {target!r}")
             _check_matched_options(entry["options"], f"{source}: config key heads[{i}].options")
+
 
 def _check_matched_options(options: dict, key: str) -> None:
     """softmax_matched's options against the schema's ``$defs/softmax_matched_options`` (no

@@ -11,6 +11,7 @@ import json
 
 from audit.config.arms import STUDY_WIDE_TRAIN_KEYS, head_entry, matches_capacity
 
+
 # run-settings keys only the evaluate job reads: out of the train job's params (``train_settings``)
 EVALUATE_KEYS = ("evaluate",)
 
@@ -19,6 +20,7 @@ def is_bpe(config: dict) -> bool:
     """Whether the study's runs train on a byte-level BPE vocabulary (``data.tokenizer: bpe``;
     the key is x-default ``word``, never written into a config, so older studies stay as they were)."""
     return config["data"].get("tokenizer", "word") == "bpe"
+
 
 def run_settings(config: dict, corpus: str, name: str, seed: int) -> dict:
     """Everything one run's train and evaluate jobs depend on, as a JSON-serialisable dict (the
@@ -56,15 +58,18 @@ def run_settings(config: dict, corpus: str, name: str, seed: int) -> dict:
                              "model": {**config["model"], **target.get("model", {})}}
     return settings
 
+
 def train_settings(settings: dict) -> dict:
     """``run_settings`` less what only evaluation reads (``EVALUATE_KEYS``): the train rule's params
     and the settings ``python -m audit train`` records, so that changing an ``evaluate:`` option
     reruns the evaluate jobs and never retrains a run."""
     return {k: v for k, v in settings.items() if k not in EVALUATE_KEYS}
 
+
 def settings_text(settings: dict) -> str:
     """Run settings as canonical JSON: the same settings always give the same string."""
     return json.dumps(settings, sort_keys=True)
+
 
 def settings_json(config: dict, corpus: str, name: str, seed: int) -> str:
     """The train rule's ``--settings``: ``train_settings`` of ``run_settings`` as canonical JSON."""

@@ -25,7 +25,6 @@ from audit.schema import read_schema
 
 # sections of a study that `python -m audit stats` reads (rules/stats.smk writes them out)
 STATS_SECTIONS = ("comparisons", "correlations", "claims", "claims_file", "stats", "published", "evidence")
-
 # what a schema cannot say: these keys name their entries uniquely within a section
 _UNIQUE = {"comparisons": ("family", "comparisons family"), "correlations": ("name", "correlation"),
            "claims": ("id", "claim id"), "evidence": ("name", "evidence source")}
@@ -33,6 +32,7 @@ _UNIQUE = {"comparisons": ("family", "comparisons family"), "correlations": ("na
 
 def _key(path) -> str:
     return ".".join(f"[{p}]" if isinstance(p, int) else str(p) for p in path).replace(".[", "[") or "<top level>"
+
 
 def _with_defaults(cls):
     """``cls`` that, wherever ``properties`` applies, first sets the missing keys that have a
@@ -49,7 +49,9 @@ def _with_defaults(cls):
 
     return jsonschema.validators.extend(cls, {"properties": properties})
 
+
 _Filling = _with_defaults(jsonschema.Draft202012Validator)
+
 
 def _explain(error) -> tuple:
     """(path, message) of the error to report: a failing oneOf/anyOf that words its failure
@@ -60,6 +62,7 @@ def _explain(error) -> tuple:
             return node.absolute_path, node.schema["errorMessage"]
         node = node.parent
     return error.absolute_path, " ".join(error.message.split())   # one line, whatever the value
+
 
 def _validated(node: dict, data, source: str):
     """A copy of ``data`` checked against ``node`` (with the schema's ``$defs`` in reach) and
@@ -79,6 +82,7 @@ def _validated(node: dict, data, source: str):
         pass
     return data
 
+
 def _check_unique(section: str, entries: list, source: str, taken=()) -> None:
     """No two entries of a statistics section (nor one and ``taken``) share their name."""
     key, label = _UNIQUE[section]
@@ -87,6 +91,7 @@ def _check_unique(section: str, entries: list, source: str, taken=()) -> None:
         if entry[key] in seen:
             raise AuditError(f"{source}: config key {section}[{i}].{key}: duplicate {label} {entry[key]!r}")
         seen.append(entry[key])
+
 
 def check_section(name: str, value, source: str = "config"):
     """One statistics section (``comparisons``, ``correlations``, ``claims``, ``claims_file``,
@@ -101,6 +106,7 @@ def check_section(name: str, value, source: str = "config"):
     if name in _UNIQUE:
         _check_unique(name, section, source)
     return section
+
 
 def check_stats_config(config: dict, source: str = "config") -> dict:
     """A stats config (``stats_sections`` written out, a user's, or a whole study) checked
@@ -121,6 +127,7 @@ def check_stats_config(config: dict, source: str = "config") -> dict:
         _check_unique(name, config[name], source)
     return config
 
+
 def read_claims_file(path: str | Path, taken=()) -> list[dict]:
     """The claims of a claims file (``configs/claims.yaml``), checked against the schema's
     ``claims_document`` with defaults filled in; ``taken`` are claim ids already used (the
@@ -137,6 +144,7 @@ def read_claims_file(path: str | Path, taken=()) -> list[dict]:
     claims = _validated({"$ref": "#/$defs/claims_document"}, data, str(path))["claims"]
     _check_unique("claims", claims, str(path), taken)
     return claims
+
 
 def check_study(config: dict, source: str = "config", base: str | Path | None = None) -> dict:
     """Validate a study config and return a copy with all schema defaults filled in and the
@@ -166,9 +174,11 @@ def check_study(config: dict, source: str = "config", base: str | Path | None = 
         check_models(config, source)
     return config
 
+
 # looks of the default design, chosen by simulation with its HSD(gamma 0) spending (docs/statistics.md
 # "Benchmarks", `python -m audit bench sequential --compare`); stopping.Design's defaults too
 DEFAULT_LOOKS = {"initial": 4, "step": 4, "max": 30}
+
 
 def check_schedule(config: dict, source: str = "config") -> None:
     """What the schema cannot say about a sequential schedule.
@@ -188,6 +198,7 @@ def check_schedule(config: dict, source: str = "config") -> None:
         raise AuditError(f"{source}: config key seeds: a sequential schedule needs a comparisons "
                          "section (its interim analyses decide those comparisons)")
 
+
 def _check_tokenizer(config: dict, source: str) -> None:
     """``data.tokenizer: bpe`` needs ``data.vocab_size`` (K subword tokens, at least the 256 bytes and
     ``<eos>``: ``audit.data.bpe.MIN_VOCAB``, repeated here so the check stays torch- and tokenizers-free)."""
@@ -201,6 +212,7 @@ def _check_tokenizer(config: dict, source: str) -> None:
         raise AuditError(f"{source}: config key data.vocab_size: {size} is below 257, the byte-level BPE's "
                          "256 bytes and <eos> (data.tokenizer: bpe)")
 
+
 def load_study(path: str | Path) -> dict:
     """Read, validate and fill a study config file."""
     path = Path(path)
@@ -208,12 +220,14 @@ def load_study(path: str | Path) -> dict:
         raise AuditError(f"config file not found: {path}")
     return check_study(yamlfile.load(path), str(path))
 
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m audit validate", description=__doc__)
     parser.add_argument("config", help="study config YAML")
     args = parser.parse_args(argv)
     print(yaml.safe_dump(load_study(args.config), sort_keys=False), end="")
     return 0
+
 
 def stats_sections(config: dict) -> dict:
     """The parts of a study the statistics read, with ``claims_file`` inlined, so that the
@@ -227,6 +241,7 @@ def stats_sections(config: dict) -> dict:
     return {"study": config["study"], "comparisons": config["comparisons"],
             "correlations": config["correlations"], "claims": claims, "stats": config["stats"],
             "published": config.get("published"), "evidence": config.get("evidence") or []}
+
 
 def write_yaml(data: dict, path: str | Path) -> None:
     """Write ``data`` as YAML atomically."""
