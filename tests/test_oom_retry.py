@@ -48,7 +48,7 @@ def test_oom_exits_non_zero_and_the_snakemake_retry_resumes_to_the_same_metrics(
 def test_oom_raises_one_line_error_keeps_checkpoint_and_writes_no_metrics(tmp_path, ptb_corpus, monkeypatch):
     from audit.config import run_settings
     from audit.config import check_study
-    from audit.train.trainer import train
+    from audit.train.run import train
 
     settings = run_settings(check_study(json.loads(json.dumps(TWO_EPOCHS)), "test"), "ptb", "softmax", 1)
     monkeypatch.setenv("AUDIT_INJECT_OOM_ONCE", str(tmp_path / "marker"))
@@ -68,7 +68,7 @@ def test_oom_on_the_simulated_gpu_is_retried_by_snakemake_with_the_gpu_to_itself
     error; the job exits non-zero, Snakemake retries it holding both slots (the whole GPU), and
     the retry ends with the numbers of a run that never ran out of memory."""
     from audit.config import load_study, settings_json
-    from audit.train.trainer import train
+    from audit.train.run import train
     from support import simulated_python
     from support.fake_cuda import simulated_cuda
 

@@ -52,7 +52,7 @@ def clean_run(workdir: Path, tmp_path: Path) -> dict:
     """The run of the workdir's current config, trained from scratch in-process on the DAG's own
     corpus cache, with the settings the train rule passes (audit.config.settings_json)."""
     from audit.config import load_study, settings_json
-    from audit.train.trainer import train
+    from audit.train.run import train
 
     settings = json.loads(settings_json(load_study(workdir / "configs" / "resume.yaml"), "ptb", "softmax", 1))
     return train(settings, str(workdir / "results/data/ptb/corpus.pt"), tmp_path / "clean", log=lambda m: None)

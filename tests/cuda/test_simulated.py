@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from audit.train import progress, trainer as trainer_module
-from audit.train.trainer import train
+from audit.train.run import train
 from helpers import TINY_EVALUATE, comparable
 from support.fake_cuda import simulated_cuda
 from support.gpu_budget import HEADS, measure_training, settings_for

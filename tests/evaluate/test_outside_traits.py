@@ -256,7 +256,7 @@ def test_an_outside_body_and_head_are_evaluated_as_the_built_in_softmax_on_that_
     the gradient share included. No LP and one braid step (``lp_budget`` 0, ``patience`` 1): the
     tiers before the LP over V = 10,000 are what a box changes, at a fraction of the CPU."""
     from audit.evaluate.run import evaluate_run, load_model
-    from audit.train.trainer import train
+    from audit.train.run import train
     from tests.helpers import TINY_EVALUATE, tiny_settings
 
     (package / "traits35" / "bodies.py").write_text(SCALED_GRU)

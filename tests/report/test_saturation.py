@@ -63,7 +63,7 @@ def test_logs_before_issue_24_give_an_empty_figure(tmp_path):
 
 def test_a_trained_tiny_run_draws_the_figure(ptb_corpus, tmp_path):
     # the trainer's own log, not a hand-written one
-    from audit.train.trainer import train
+    from audit.train.run import train
     from helpers import tiny_settings
 
     run = tmp_path / "ptb" / "softmax" / "1"

@@ -8,7 +8,7 @@ import torch
 
 from audit.train import checkpoint, trainer as trainer_module
 from audit.train.checkpoint import differences, fingerprint, run_identity
-from audit.train.trainer import train
+from audit.train.run import train
 from helpers import comparable, tiny_settings
 
 

@@ -7,7 +7,7 @@ import yaml
 
 from audit.report import progress as progress_verb
 from audit.train import progress
-from audit.train.trainer import train
+from audit.train.run import train
 from helpers import tiny_settings
 
 
