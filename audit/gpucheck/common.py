@@ -116,7 +116,7 @@ def tiny_settings(head: str, body: str, device: str, vocab: int = 500, **train) 
         "model": model,
         "train": {"epochs": 2, "batch_size": 8, "bptt": 16, "asgd": "et", "switch_epoch": 1, "threads": 1,
                   "device": device,
-                  # the Transformer trains with AdamW and no averaging (config.py refuses ASGD there)
+                  # the Transformer trains with AdamW and no averaging (audit/config/arms.py refuses ASGD there)
                   **({"optimizer": "adamw", "lr": 0.003, "wdecay": 0.01, "asgd": "none", "variable_bptt": False}
                      if other else {}), **train},
     })

@@ -93,7 +93,7 @@ def compare_run(head: str, body: str, corpus: str, result) -> None:
         moved = abs(losses[1] - losses[0]) / abs(losses[0])
         result.check(f"AdamW stepped model's loss {key}", f"{moved:.3g}", f"relative <= {STEPPED_LOSS_RTOL:g}",
                      moved <= STEPPED_LOSS_RTOL)
-        return  # no averaging (config.py refuses ASGD with AdamW)
+        return  # no averaging (audit/config/arms.py refuses ASGD with AdamW)
     result.check(f"{optimizer} step weights {key}", f"{gap:.3g}", f"max |diff| / max(1, max |w|) <= {PARAM_TOL:g}",
                  gap <= PARAM_TOL)
     for t in trainers.values():
