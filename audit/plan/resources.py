@@ -117,6 +117,12 @@ ARGMAX_CHEAP_PER_PAIR, ARGMAX_CHEAP_PER_TOKEN = 1.1e-7, 6.5e-4
 # gradient, the starts' forward, every start's PROBE steps, the float64 re-checks)
 ARGMAX_SEARCH_SECONDS_PER_MAC = 4.4e-3 / 44.6e6
 ARGMAX_SEARCH_START_PASSES = 20
+# ... plus a fixed cost per token-step, which the paper size hides and a small head shows: `bench
+# argmax` (one thread) gave 33 us to 0.65 ms a token-step at 34 thousand to 2 million multiply-adds
+# (V = 500-8,000, K = 2-15, d = 32-64), 1.3-7x the per-MAC rate alone (the default study's MoS:
+# 15-17 ms a token here, 25 ms on the H200 node's CPU, where 3 ms was planned); 0.45 ms bounds
+# every one of them and adds 10% at paper size
+ARGMAX_SEARCH_STEP_SECONDS = 4.5e-4
 # the gradient share (audit/evaluate/gradient_share.py): per scored token and component, the
 # backward of the head's log-P to its logits and the float64 projection of that gradient onto
 # col([W, 1]), V x (d + 1) multiply-adds; CPU seconds per V (d + 1) entry of one token's component,
@@ -331,17 +337,17 @@ def argmax_cheap_seconds(vocab: int, d: int) -> float:
 
 
 def argmax_search_seconds(settings: dict, vocab: int) -> float:
-    """CPU seconds of the witness search at most: every searched token runs all its steps. The
-    head's multiply-adds per position: a mixture's latent layer (d' -> K d) and K decoders (d x
-    V), K the head's ``search_decoders`` (Mixtape's 4; an outside head's default, its
-    ``components``: one, the softmax's)."""
+    """CPU seconds of the witness search at most: every searched token runs all its steps, each a
+    fixed cost plus the head's multiply-adds per position: a mixture's latent layer (d' -> K d)
+    and K decoders (d x V), K the head's ``search_decoders`` (Mixtape's 4; an outside head's
+    default, its ``components``: one, the softmax's)."""
     dims, options = _dims(settings), settings["evaluate"]["argmax"]
     d, last = dims["emb_size"], dims["last_size"] or dims["emb_size"]
     experts = head_traits(settings["head"]).search_decoders(settings.get("options", {}))
     macs = (last * experts * d if experts > 1 else 0) + experts * d * vocab
     tokens = vocab if options["search_tokens"] == "all" else min(vocab, int(options["search_tokens"]))
     passes = options["search_steps"] + ARGMAX_SEARCH_START_PASSES
-    return ARGMAX_SEARCH_SECONDS_PER_MAC * macs * tokens * passes
+    return (ARGMAX_SEARCH_STEP_SECONDS + ARGMAX_SEARCH_SECONDS_PER_MAC * macs) * tokens * passes
 
 
 def _mb(n_bytes: float, gpu: bool) -> int:
