@@ -3,9 +3,10 @@
 Each step runs as ``python -m audit gpu-check --step NAME --budget S --out DIR`` in a child
 process that writes ``DIR/steps/NAME.json`` (``common.Result``): a fresh CUDA context and peak
 counter per step, and a step that hangs or crashes is stopped and recorded while the others run.
-A step starts only if at least its ``minimum`` seconds are left; it gets at most ``share`` of its
-own expected cost as budget, stops its inner loop when the budget is spent (and says what it left
-out), and is killed ``GRACE`` seconds after it. The parent never touches CUDA.
+A step starts only if at least its ``minimum`` seconds are left, and ``WRAP_UP`` besides; it gets
+at most ``share`` of its own expected cost as budget, stops its inner loop when the budget is spent
+(and says what it left out), and is killed ``GRACE`` seconds after it, or at the deadline, never
+less than ``WRAP_UP`` after it. The parent never touches CUDA.
 
 Exit status: 0 when ``environment`` and ``correctness`` ran to the end and passed, no check of
 ``syncs`` or ``dag`` failed and no step crashed or was killed; 1 otherwise. Memory and speed
@@ -39,6 +40,10 @@ GATING = {"environment", "correctness"}      # must run to the end and pass
 CHECKED = {"syncs", "dag"}                   # a failed check fails the run
 SHARE = 2.0                                  # a step's budget: at most this times its expected cost
 GRACE = 60                                   # seconds past its budget before a step is killed
+# seconds a step always has between its budget and its kill, even when --minutes leaves no room
+# for GRACE: a step stops at its budget, then kills its Snakemake, removes its workflow copies and
+# writes its result (killed at its budget instead, the DAG step was an error, 2026-11-27 CI)
+WRAP_UP = 20
 
 
 def child(name: str, budget: float, out: Path) -> int:
@@ -118,16 +123,17 @@ def plan_and_run(out: Path, minutes: float, names: list[str]) -> list[dict]:
         expected, expected_sim, minimum = STEPS[name]
         cost = expected_sim if simulated else expected
         left = deadline - time.time() - 5   # the report's own seconds
-        if left < minimum:
+        if left < minimum + WRAP_UP:
             results.append({"step": name, "checks": [], "figures": {}, "notes": [], "status": "skipped",
-                            "skipped": f"needs at least {minimum} s, {max(left, 0):.0f} s left of --minutes {minutes:g}"})
+                            "skipped": f"needs at least {minimum + WRAP_UP} s, {max(left, 0):.0f} s left of "
+                                       f"--minutes {minutes:g}"})
             print(f"gpu-check: {name:12s} skipped ({results[-1]['skipped']})", flush=True)
             continue
-        budget = min(left - GRACE if left > minimum + GRACE else left, SHARE * cost)
+        budget = max(min(left - (GRACE if left > minimum + GRACE else WRAP_UP), SHARE * cost), minimum)
         print(f"gpu-check: {name:12s} running (budget {budget:.0f} s)", flush=True)
-        budget = max(budget, minimum)
-        # the grace never runs past --minutes: a step with little time left is killed at the deadline
-        result = run_step(name, budget, out, kill_after=budget + min(GRACE, max(left - budget, 0.0)))
+        # the grace never runs past --minutes: a step with little time left is killed at the
+        # deadline, WRAP_UP after its budget
+        result = run_step(name, budget, out, kill_after=budget + min(GRACE, left - budget))
         results.append(result)
         if name == "environment":
             simulated = bool(result.get("simulated"))

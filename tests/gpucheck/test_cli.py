@@ -134,15 +134,16 @@ def planner(monkeypatch, tmp_path):
 
 
 def test_a_step_that_cannot_fit_is_skipped_with_the_seconds_it_needs_and_has(planner):
-    # --minutes 1: 60 s less 5 for the report; environment takes 10 s, correctness 40 s, which
-    # leaves 5 s: every later step needs more (syncs 20, memory 60, speed 60, dag 120)
-    planner.takes.update(environment=10, correctness=40)
+    # --minutes 1: 60 s less 5 for the report; environment takes 5 s, correctness (50 s left:
+    # its minimum 30 and WRAP_UP 20) 30 s, which leaves 20 s: every later step needs more (its
+    # minimum and WRAP_UP: syncs 40, memory 80, speed 80, dag 140)
+    planner.takes.update(environment=5, correctness=30)
     results = planner.run(1)
     assert [c[0] for c in planner.calls] == ["environment", "correctness"]
     assert [r["step"] for r in results] == list(cli.STEPS)
-    for r, need in zip(results[2:], (20, 60, 60, 120)):
+    for r, need in zip(results[2:], (40, 80, 80, 140)):
         assert r["status"] == "skipped"
-        assert r["skipped"] == f"needs at least {need} s, 5 s left of --minutes 1"
+        assert r["skipped"] == f"needs at least {need} s, 20 s left of --minutes 1"
     assert cli.exit_code(results) == 0   # both gates passed; skipping is said, not failed
 
 
@@ -150,7 +151,7 @@ def test_no_time_for_the_first_step_skips_everything_and_fails(planner):
     results = planner.run(0.05)       # 3 s, less 5 for the report
     assert planner.calls == []
     assert [r["status"] for r in results] == ["skipped"] * len(cli.STEPS)
-    assert results[0]["skipped"] == "needs at least 5 s, 0 s left of --minutes 0.05"
+    assert results[0]["skipped"] == "needs at least 25 s, 0 s left of --minutes 0.05"
     assert cli.exit_code(results) == 1
 
 
@@ -178,12 +179,27 @@ def test_a_budget_ends_a_grace_before_the_deadline_when_there_is_room(planner):
 
 def test_a_budget_never_runs_past_the_time_left(planner):
     # --minutes 2: environment takes 50 s, so correctness has 120 - 50 - 5 = 65 s left, less
-    # than its minimum (30) plus the grace (60): it gets all 65 s, not 2 x 60 = 120
+    # than its minimum (30) plus the grace (60): its budget ends WRAP_UP (20) s before the
+    # deadline, 45 s, not 2 x 60 = 120, and it is killed at the deadline, no grace past --minutes
     planner.takes.update(environment=50)
     planner.run(2, ["environment", "correctness"])
-    assert planner.calls[1][1] == pytest.approx(65)
-    assert planner.kills[1] == pytest.approx(65)   # killed at the deadline: no grace past --minutes
+    assert planner.calls[1][1] == pytest.approx(65 - cli.WRAP_UP) == pytest.approx(45)
+    assert planner.kills[1] == pytest.approx(65)
     assert planner.kills[0] == pytest.approx(2 * 15 + cli.GRACE)   # room left: the full grace
+
+
+@pytest.mark.parametrize("taken", [0, 10, 200, 290, 330, 350, 400, 430])
+def test_every_step_has_time_to_wrap_up_before_it_is_killed(planner, taken):
+    """However little the earlier steps left, a step that starts is killed no sooner than WRAP_UP
+    after its budget (the DAG step, given all 163 s left and killed at them, ended in an error
+    instead of its result) and never past --minutes."""
+    planner.takes.update(environment=1, correctness=taken)
+    began = planner.clock.now
+    planner.run(8)
+    assert len(planner.calls) >= 2
+    for (name, budget, start), kill in zip(planner.calls, planner.kills):
+        assert kill - budget >= cli.WRAP_UP, name
+        assert start - began + kill <= 480 - 5 + 1e-9, name
 
 
 def test_a_crashed_step_is_error_and_fails_the_run(planner):
