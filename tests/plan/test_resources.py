@@ -344,24 +344,29 @@ def test_a_bpe_run_plans_its_subword_tokens_not_the_words(mirror):
     assert resources.tokens(s, "train") == 1000
 
 
-def test_the_argmax_plan_covers_both_boxes_of_a_small_layer():
-    """The cheap tiers at d = 64, where most tokens reach the dominance and braid tiers, over the
-    two boxes the evaluation tests an exact head in (the body's, the authors'), planned within the
-    CPU safety factor; the V^2 d rule alone planned 0.05 s for the 1.8 s measured here. Timed in a
-    process of one BLAS thread, as the constants were (`bench argmax` is run so): CPU seconds of
-    one core, not a thread pool's spin."""
+def one_thread_figure(code: str) -> float:
+    """The number ``code`` prints, run in a process of one BLAS thread, as the plan's CPU constants
+    were timed (`bench argmax` is run so): CPU seconds of one core, not a thread pool's spin."""
     import os
     import subprocess
     import sys
 
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    return float(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                check=True).stdout)
+
+
+def test_the_argmax_plan_covers_both_boxes_of_a_small_layer():
+    """The cheap tiers at d = 64, where most tokens reach the dominance and braid tiers, over the
+    two boxes the evaluation tests an exact head in (the body's, the authors'), planned within the
+    CPU safety factor; the V^2 d rule alone planned 0.05 s for the 1.8 s measured here (one BLAS
+    thread)."""
     V, d = 2000, 64
     code = ("import time; from audit.bench.argmax import layer; from audit.evaluate import argmax\n"
             f"W, b, _ = layer({V}, {d}, 0.1, 10, 0); start = time.process_time()\n"
             "for box in (1.0, argmax.AUTHORS_BOX): argmax.check(W, b, box=box, lp_budget=0)\n"
             "print(time.process_time() - start)")
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    measured = float(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                                    check=True).stdout)
+    measured = one_thread_figure(code)
     planned = resources.ARGMAX_BOXES * resources.argmax_cheap_seconds(V, d)
     assert measured <= resources.SAFETY["cpu"] * planned, (measured, planned)
     assert resources.argmax_cheap_seconds(10_000, 400) == pytest.approx(
@@ -373,10 +378,6 @@ def test_the_witness_search_plan_covers_a_small_head():
     planted unargmaxable one) within the CPU safety factor of the plan's per-token figure; by the
     multiply-adds alone it was planned at 3 ms, and took 15 ms here and 25 ms on an H200 node's CPU.
     One BLAS thread, as the constants were timed."""
-    import os
-    import subprocess
-    import sys
-
     mos = settings("default.yaml", "ptb", "mos", device="cpu")
     options = mos["evaluate"]["argmax"]
     assert (mos["vocab_size"], mos["options"]["experts"], mos["model"]["emb_size"]) == (2000, 2, 64)
@@ -386,7 +387,5 @@ def test_the_witness_search_plan_covers_a_small_head():
             "W, b, planted = layer(2000, 64, 0.1, 20, 0); head = mixture_head(W, b, 2, 64, 0)\n"
             f"start = time.process_time(); argmax_search.search(head, 1.0, 64, steps={options['search_steps']}, seed=0, "
             "tokens=planted)\nprint((time.process_time() - start) / planted.size)")
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    measured = float(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                                    check=True).stdout)
+    measured = one_thread_figure(code)
     assert measured <= resources.SAFETY["cpu"] * per_token, (measured, per_token)
