@@ -16,7 +16,7 @@ into two lists:
   comparison (the intersection of the intervals of the looks up to the stop that the repeated p
   uses, at the nominal levels it compares their p with, so that it excludes 0 exactly when the
   unadjusted repeated p is below alpha; a look without a test or without new information enters
-  neither: ``boundaries.repeated_ci_over_looks``), and the seeds spent against the fixed design of
+  neither: ``repeated.repeated_ci_over_looks``), and the seeds spent against the fixed design of
   equal power.
 
 Seeds against the fixed design (``design_power``, ``fixed_seeds_same_power``): analytic, at the
@@ -37,7 +37,7 @@ import math
 import numpy as np
 
 from audit.stats import power
-from audit.stats.sequential import boundaries as seq, stopping
+from audit.stats.sequential import boundaries as seq, repeated, stopping
 
 HISTORY_COLUMNS = [
     "family", "family_size", "corpus", "metric", "head_a", "head_b", "stage", "seeds_per_arm", "n_a", "n_b",
@@ -53,18 +53,18 @@ FINAL_COLUMNS = [
 
 def _rep_p(s: dict, t: np.ndarray, design: stopping.Design, last: int) -> float:
     """Repeated p of a comparison over its looks 0..last."""
-    return seq.repeated_p(s["p"][: last + 1], t[: last + 1], design.spending, 2,
+    return repeated.repeated_p(s["p"][: last + 1], t[: last + 1], design.spending, 2,
                           final=last == len(design.sizes) - 1, gamma=design.gamma, alpha=design.alpha)
 
 
 def _rci(s: dict, t: np.ndarray, design: stopping.Design, last: int) -> tuple[float, float]:
     """Repeated CI of a comparison over its looks 0..last, at the nominal levels ``_rep_p``
-    compares the same looks' p with (``seq.look_level`` at alpha): it excludes 0 exactly when
-    ``_rep_p`` < alpha (``seq.repeated_ci_over_looks``)."""
+    compares the same looks' p with (``repeated.look_level`` at alpha): it excludes 0 exactly when
+    ``_rep_p`` < alpha (``repeated.repeated_ci_over_looks``)."""
     final = last == len(design.sizes) - 1
-    levels = [seq.look_level(t[: last + 1], j, design.alpha, design.spending, 2, final, design.gamma)
+    levels = [repeated.look_level(t[: last + 1], j, design.alpha, design.spending, 2, final, design.gamma)
               for j in range(last + 1)]
-    return seq.repeated_ci_over_looks(s["diff"], s["se"], s["df"], levels, last, p=s["p"])
+    return repeated.repeated_ci_over_looks(s["diff"], s["se"], s["df"], levels, last, p=s["p"])
 
 
 def _holm(p: list[float]) -> list[float]:
@@ -155,7 +155,7 @@ def _final(i, row, s, t, prefix, p_adj, p_rep, design, history) -> dict:
                                            h["stage"]) == (row["family"], row["corpus"], row["metric"],
                                                            row["head_a"], row["head_b"], look + 1))
     bounds = seq.boundaries(t, design.alpha, design.spending, 2, True, design.gamma)
-    stagewise = (seq.stagewise_p(s["p"][look], t[: look + 1], bounds[: look + 1])
+    stagewise = (repeated.stagewise_p(s["p"][look], t[: look + 1], bounds[: look + 1])
                  if at_stop["decision"] in ("efficacy", "max") else math.nan)
     low, high = _rci(s, t, design, look)
     used = design.sizes[look]

@@ -7,7 +7,7 @@ rates the benchmark prints are those of the code the workflow runs.
 A family is m comparisons (rows of ``comparisons:`` sharing a Holm family). At stage k every
 still-active comparison is tested on all its seeds so far; then, in this order:
 
-1. **Efficacy.** Holm's step-down on the repeated p-values (``audit.stats.sequential.boundaries.repeated_p``)
+1. **Efficacy.** Holm's step-down on the repeated p-values (``audit.stats.sequential.repeated.repeated_p``)
    of the family: with r hypotheses not yet rejected, H_i is rejected when some look j <= k of
    it crossed the boundary of the spending design at level alpha / r. This is the graphical
    Holm procedure for group-sequential designs of Maurer & Bretz (2013): alpha of a rejected

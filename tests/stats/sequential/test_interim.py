@@ -11,7 +11,7 @@ import pytest
 from audit.config import check_study
 from audit.errors import AuditError
 from audit.stats import power
-from audit.stats.sequential import boundaries as seq, interim, schedule, stopping
+from audit.stats.sequential import boundaries as seq, interim, repeated, schedule, stopping
 from audit.stats.sequential.history import design_power, history_table
 
 HEADS = {"softmax": 57.0, "mos": 54.9, "ss": 57.0, "alone": 60.0}
@@ -229,7 +229,7 @@ def test_the_repeated_ci_excludes_zero_exactly_when_the_repeated_p_is_below_alph
     assert ss["stop_stage"] == 2 and ss["diff"] == pytest.approx(-0.01)
     design = interim.design_of(schedule.design_settings(config))
     levels = seq.nominal_levels(seq.boundaries(np.array([3, 5, 7]) / 7, 0.05, design.spending, 2, True, design.gamma))
-    looks = [seq.repeated_ci(h["diff"], h["diff"] / h["welch_t"], h["welch_df"], levels[k])
+    looks = [repeated.repeated_ci(h["diff"], h["diff"] / h["welch_t"], h["welch_df"], levels[k])
              for k, h in enumerate((history[("ss", 1)], history[("ss", 2)]))]
     assert looks[1][0] < 0 < looks[1][1] and looks[0][1] < 0            # look 2 alone straddles 0
     assert (ss["rci_low"], ss["rci_high"]) == pytest.approx((max(looks[0][0], looks[1][0]), min(looks[0][1], looks[1][1])))
@@ -244,18 +244,18 @@ def test_repeated_ci_over_looks_is_the_intersection_of_the_looks_intervals():
     levels = np.array([0.01, 0.04, 0.05])
     lows = diff - st.t.isf(levels / 2, df) * se
     highs = diff + st.t.isf(levels / 2, df) * se
-    assert seq.repeated_ci_over_looks(diff, se, df, levels, 1, p=p) == pytest.approx((max(lows[:2]), min(highs[:2])))
-    assert seq.repeated_ci_over_looks(diff, se, df, levels, 0, p=p) == pytest.approx((lows[0], highs[0]))
-    assert seq.repeated_ci_over_looks(diff, se, df, levels, 2, p=p) == pytest.approx((max(lows[:2]), min(highs[:2])))
+    assert repeated.repeated_ci_over_looks(diff, se, df, levels, 1, p=p) == pytest.approx((max(lows[:2]), min(highs[:2])))
+    assert repeated.repeated_ci_over_looks(diff, se, df, levels, 0, p=p) == pytest.approx((lows[0], highs[0]))
+    assert repeated.repeated_ci_over_looks(diff, se, df, levels, 2, p=p) == pytest.approx((max(lows[:2]), min(highs[:2])))
     # a look whose p is NaN (no new information) does not enter, though its diff and se are finite
-    assert seq.repeated_ci_over_looks(diff, se, df, levels, 1, p=[p[0], np.nan, np.nan]) == pytest.approx((lows[0], highs[0]))
+    assert repeated.repeated_ci_over_looks(diff, se, df, levels, 1, p=[p[0], np.nan, np.nan]) == pytest.approx((lows[0], highs[0]))
     # intervals that do not overlap: the latest look's that excludes 0 (here the stopping look's)
     far = np.array([3.0, -3.0])
-    assert seq.repeated_ci_over_looks(far, se[:2], df[:2], levels[:2], 1, p=p[:2]) == pytest.approx(
+    assert repeated.repeated_ci_over_looks(far, se[:2], df[:2], levels[:2], 1, p=p[:2]) == pytest.approx(
         (far[1] - st.t.isf(0.02, 12) * 0.8, far[1] + st.t.isf(0.02, 12) * 0.8))
     # ... and never a stopping look's interval that covers 0 while an earlier look excluded it
     # (look 0: [1.29, 8.71], look 1: [-0.72, 1.12]): the repeated p is below alpha, so is the CI
     diff2, se2 = np.array([5.0, 0.2]), np.array([1.0, 0.4])
-    low, high = seq.repeated_ci_over_looks(diff2, se2, df[:2], levels[:2], 1, p=2 * st.t.sf(np.abs(diff2 / se2), df[:2]))
+    low, high = repeated.repeated_ci_over_looks(diff2, se2, df[:2], levels[:2], 1, p=2 * st.t.sf(np.abs(diff2 / se2), df[:2]))
     assert (low, high) == pytest.approx((5.0 - st.t.isf(0.005, 6), 5.0 + st.t.isf(0.005, 6))) and low > 0
-    assert all(map(math.isnan, seq.repeated_ci_over_looks([np.nan], [np.nan], [np.nan], [0.05], 0, p=[np.nan])))
+    assert all(map(math.isnan, repeated.repeated_ci_over_looks([np.nan], [np.nan], [np.nan], [0.05], 0, p=[np.nan])))

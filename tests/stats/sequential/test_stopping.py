@@ -4,8 +4,7 @@ import numpy as np
 import pytest
 from statsmodels.stats.multitest import multipletests
 
-from audit.stats.sequential import boundaries as seq
-from audit.stats.sequential import stopping
+from audit.stats.sequential import repeated, stopping
 from helpers import r_two_sample
 
 
@@ -80,7 +79,7 @@ def test_replay_efficacy_is_holm_on_repeated_p_values():
         p_rep = []
         for i in range(m):
             k = out["stop"][s, i]
-            p_rep.append(seq.repeated_p(w["p"][s, i, : k + 1], t[: k + 1], design.spending, final=k == 2,
+            p_rep.append(repeated.repeated_p(w["p"][s, i, : k + 1], t[: k + 1], design.spending, final=k == 2,
                                         gamma=design.gamma))
         assert np.array_equal(multipletests(p_rep, 0.05, "holm")[1] < 0.05, out["rejected"][s])
         stopped_for_efficacy = out["decision"][s] == stopping.EFFICACY
