@@ -247,7 +247,7 @@ def forward_jacobian(result) -> None:
 def run(result, budget: float, simulated: bool) -> None:
     import time
 
-    from audit.device import apply_precision
+    from audit.train.precision import apply_precision
     from audit.gpucheck.common import every_arm, random_corpus
 
     apply_precision("fp32")  # TF32 would loosen every tolerance above

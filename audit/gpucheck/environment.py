@@ -19,10 +19,10 @@ def driver_version() -> str:
 
 def precision_flags() -> dict:
     """torch's CUDA matmul / cuDNN RNN / cuDNN conv fp32 modes and the autocast dtype that each
-    ``train.precision`` sets (``audit.device.apply_precision``), read back from torch."""
+    ``train.precision`` sets (``audit.train.precision.apply_precision``), read back from torch."""
     import torch
 
-    from audit.device import FP32_PRECISION, apply_precision, autocast_dtype
+    from audit.train.precision import FP32_PRECISION, apply_precision, autocast_dtype
 
     before = (torch.backends.cuda.matmul.fp32_precision, torch.backends.cudnn.rnn.fp32_precision,
               torch.backends.cudnn.conv.fp32_precision)

@@ -25,7 +25,8 @@ import torch.nn.functional as F
 from torch.optim.swa_utils import AveragedModel
 
 from audit.data.corpus import load as load_corpus
-from audit.device import SYNC_EVERY, apply_determinism, apply_precision, autocast_dtype, resolve_device
+from audit.device import SYNC_EVERY, resolve_device
+from audit.train.precision import apply_determinism, apply_precision, autocast_dtype
 from audit.errors import AuditError
 from audit.model.language_model import LanguageModel, ModelConfig, detach_hidden, perplexity
 from audit.model.heads.base import mean_nll

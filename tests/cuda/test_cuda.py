@@ -19,7 +19,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from audit.device import apply_precision
+from audit.train.precision import apply_precision
 from audit.model.heads import HEADS, HeadSpec, build_head
 from support.fake_cuda import simulated_cuda
 
