@@ -1,5 +1,7 @@
 """train.precision and train.deterministic as torch settings, read back from torch."""
 
+import os
+
 import pytest
 import torch
 
@@ -47,7 +49,7 @@ def test_determinism_on_and_off(torch_flags, monkeypatch):
     precision.apply_determinism(True)
     assert torch.are_deterministic_algorithms_enabled() and torch.backends.cudnn.deterministic
     assert not torch.backends.cudnn.benchmark  # autotuning could pick another algorithm
-    assert precision.os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+    assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
     precision.apply_determinism(False)
     assert not torch.are_deterministic_algorithms_enabled() and not torch.backends.cudnn.deterministic
 
@@ -55,10 +57,10 @@ def test_determinism_on_and_off(torch_flags, monkeypatch):
 def test_a_deterministic_cublas_setting_of_the_users_is_kept(torch_flags, monkeypatch):
     monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":16:8")
     precision.apply_determinism(True)
-    assert precision.os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":16:8"
+    assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":16:8"
     monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":0:0")  # not a deterministic one: replaced
     precision.apply_determinism(True)
-    assert precision.os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+    assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
 
 
 def test_autocast_only_for_bf16_on_cuda():
