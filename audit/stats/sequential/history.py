@@ -54,7 +54,7 @@ FINAL_COLUMNS = [
 def _rep_p(s: dict, t: np.ndarray, design: stopping.Design, last: int) -> float:
     """Repeated p of a comparison over its looks 0..last."""
     return repeated.repeated_p(s["p"][: last + 1], t[: last + 1], design.spending, 2,
-                          final=last == len(design.sizes) - 1, gamma=design.gamma, alpha=design.alpha)
+                               final=last == len(design.sizes) - 1, gamma=design.gamma, alpha=design.alpha)
 
 
 def _rci(s: dict, t: np.ndarray, design: stopping.Design, last: int) -> tuple[float, float]:

@@ -244,11 +244,14 @@ def test_repeated_ci_over_looks_is_the_intersection_of_the_looks_intervals():
     levels = np.array([0.01, 0.04, 0.05])
     lows = diff - st.t.isf(levels / 2, df) * se
     highs = diff + st.t.isf(levels / 2, df) * se
-    assert repeated.repeated_ci_over_looks(diff, se, df, levels, 1, p=p) == pytest.approx((max(lows[:2]), min(highs[:2])))
+    assert repeated.repeated_ci_over_looks(diff, se, df, levels, 1, p=p) == pytest.approx(
+        (max(lows[:2]), min(highs[:2])))
     assert repeated.repeated_ci_over_looks(diff, se, df, levels, 0, p=p) == pytest.approx((lows[0], highs[0]))
-    assert repeated.repeated_ci_over_looks(diff, se, df, levels, 2, p=p) == pytest.approx((max(lows[:2]), min(highs[:2])))
+    assert repeated.repeated_ci_over_looks(diff, se, df, levels, 2, p=p) == pytest.approx(
+        (max(lows[:2]), min(highs[:2])))
     # a look whose p is NaN (no new information) does not enter, though its diff and se are finite
-    assert repeated.repeated_ci_over_looks(diff, se, df, levels, 1, p=[p[0], np.nan, np.nan]) == pytest.approx((lows[0], highs[0]))
+    assert repeated.repeated_ci_over_looks(diff, se, df, levels, 1, p=[p[0], np.nan, np.nan]) == pytest.approx(
+        (lows[0], highs[0]))
     # intervals that do not overlap: the latest look's that excludes 0 (here the stopping look's)
     far = np.array([3.0, -3.0])
     assert repeated.repeated_ci_over_looks(far, se[:2], df[:2], levels[:2], 1, p=p[:2]) == pytest.approx(
@@ -256,6 +259,7 @@ def test_repeated_ci_over_looks_is_the_intersection_of_the_looks_intervals():
     # ... and never a stopping look's interval that covers 0 while an earlier look excluded it
     # (look 0: [1.29, 8.71], look 1: [-0.72, 1.12]): the repeated p is below alpha, so is the CI
     diff2, se2 = np.array([5.0, 0.2]), np.array([1.0, 0.4])
-    low, high = repeated.repeated_ci_over_looks(diff2, se2, df[:2], levels[:2], 1, p=2 * st.t.sf(np.abs(diff2 / se2), df[:2]))
+    low, high = repeated.repeated_ci_over_looks(diff2, se2, df[:2], levels[:2], 1,
+                                                p=2 * st.t.sf(np.abs(diff2 / se2), df[:2]))
     assert (low, high) == pytest.approx((5.0 - st.t.isf(0.005, 6), 5.0 + st.t.isf(0.005, 6))) and low > 0
     assert all(map(math.isnan, repeated.repeated_ci_over_looks([np.nan], [np.nan], [np.nan], [0.05], 0, p=[np.nan])))

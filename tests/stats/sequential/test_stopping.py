@@ -80,7 +80,7 @@ def test_replay_efficacy_is_holm_on_repeated_p_values():
         for i in range(m):
             k = out["stop"][s, i]
             p_rep.append(repeated.repeated_p(w["p"][s, i, : k + 1], t[: k + 1], design.spending, final=k == 2,
-                                        gamma=design.gamma))
+                                             gamma=design.gamma))
         assert np.array_equal(multipletests(p_rep, 0.05, "holm")[1] < 0.05, out["rejected"][s])
         stopped_for_efficacy = out["decision"][s] == stopping.EFFICACY
         assert np.array_equal(stopped_for_efficacy, out["rejected"][s])
