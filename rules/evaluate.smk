@@ -47,8 +47,10 @@ rule runs_table:
         sentences=f"{RESULTS}/sentences.npz",
     params:
         run_dirs=run_dirs_param(),
+        # how the seeds came, recorded in the table for a study that reads it as evidence
+        design=_schedule.design_text(config),
     log:
         f"logs/{STUDY}/runs_table.log",
     shell:
         "python -m audit collect --runs {params.run_dirs} --out {output.runs} "
-        "--pairs-out {output.pairs} --sentences-out {output.sentences} > {log} 2>&1"
+        "--pairs-out {output.pairs} --sentences-out {output.sentences} --design {params.design:q} > {log} 2>&1"

@@ -83,10 +83,19 @@ class Sources:
         return curves
 
 
+def study_level(src: Sources) -> float:
+    """The study's confidence level, 1 - ``stats.alpha`` of the statistics config (--config; the
+    schema's default without one): the level of every interval a report table or figure draws,
+    as ``audit.stats`` uses it for the comparisons and correlations."""
+    from audit.stats.io import Settings
+
+    return 1 - Settings.from_config(src.yaml("stats_config").get("stats"), str(src.path("stats_config"))).alpha
+
+
 def results(src: Sources):
     from audit.report.summary import results_table
 
-    return results_table(src.runs())
+    return results_table(src.runs(), study_level(src))
 
 
 def ranks(src: Sources):
@@ -98,7 +107,7 @@ def ranks(src: Sources):
 def wordsim_rho(src: Sources):
     from audit.report.summary import wordsim_rho_table
 
-    return wordsim_rho_table(src.runs())
+    return wordsim_rho_table(src.runs(), study_level(src))
 
 
 def wordsim_coverage(src: Sources):
@@ -124,18 +133,21 @@ def cross_scale(src: Sources):
     from audit.evaluate.baselines import load_baselines
     from audit.report.scales import PUBLISHED_SCALE, cross_scale_table, runs_scale
     from audit.stats.io import Settings, load_runs
+    from audit.stats.sources import design_of
 
     baselines = load_baselines(src.path("baselines")) if src.path("baselines") else None
     share = Settings.from_config(src.yaml("stats_config").get("stats"), str(src.path("stats_config"))).max_failed_share
     sources = [("published", src.csv("published_claims"), PUBLISHED_SCALE, "pub-claim-")]
     if src.path("runs"):  # a study of the published record alone trains nothing
-        sources.append(("this study", src.csv("claims"), runs_scale(src.runs(), baselines, share), "claim-"))
+        sources.append(("this study", src.csv("claims"), runs_scale(src.runs(), baselines, share), "claim-",
+                        design_of(src.runs())))
     further = src.csv("evidence_claims")
     for entry in src.yaml("stats_config").get("evidence") or []:
         claims = further[further["evidence_source"] == entry["name"]] if further is not None else None
-        scale = runs_scale(load_runs(entry["runs"]), baselines, share)
+        runs = load_runs(entry["runs"])
+        scale = runs_scale(runs, baselines, share)
         text = f"{entry['description']}: {scale}" if entry.get("description") else scale
-        sources.append((entry["name"], claims, text, ""))
+        sources.append((entry["name"], claims, text, "", design_of(runs)))
     return cross_scale_table(sources)
 
 
@@ -192,7 +204,7 @@ def rank_vs_ppl(src: Sources) -> str:
 def strip(src: Sources) -> str:
     from audit.report.figures import seed_strip
 
-    return seed_strip(src.runs(), src.option("metric", "test_ppl"))
+    return seed_strip(src.runs(), src.option("metric", "test_ppl"), study_level(src))
 
 
 def jacobian(src: Sources) -> str:

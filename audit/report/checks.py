@@ -1,7 +1,8 @@
 """Warnings a reader must see before trusting the audit: one row per problem found.
 
 Kinds (the ``kind`` column):
-- ``failed``: a run ended with status other than ``ok`` (diverged runs say so in the detail);
+- ``failed``: a run ended with status other than ``ok`` (diverged runs say so in the detail), or
+  ended ok without a finite test perplexity (the guard counts it as failed);
 - ``too_few_seeds``: an arm has fewer successful seeds than ``stats.min_seeds``;
 - ``non_normal``: Shapiro-Wilk rejects normality (at ``stats.alpha``) for an arm of a compared
   metric, where the t-tests lean on normality; only for n >= 3 (the test's minimum);
@@ -68,6 +69,12 @@ def find_warnings(runs: pd.DataFrame, config: dict, comparisons: pd.DataFrame | 
         kind = "diverged" if any(w in error.lower() for w in ("nan", "inf", "diverg")) else "failed"
         rows.append(_row("failed", f"{kind}: {error}; excluded from every test", run.corpus, run.head, run.seed))
     ok = runs[runs["status"] == "ok"]
+    if "test_ppl" in ok:   # ok without a finite test perplexity: counted as failed by the guard
+        lost = ok[~np.isfinite(pd.to_numeric(ok["test_ppl"], errors="coerce").to_numpy(float))]
+        for run in lost.itertuples():
+            rows.append(_row("failed", "status ok but no finite test perplexity: counted as a failed run by the "
+                             "guard (audit.stats.guard), excluded from the perplexity tests", run.corpus, run.head,
+                             run.seed))
     for (corpus, head), group in runs.groupby(["corpus", "head"], sort=True):
         n_ok = int((group["status"] == "ok").sum())
         if n_ok < settings.min_seeds:

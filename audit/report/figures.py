@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from audit.plots import RC, empty_svg, head_colours, panels, plt, to_svg
+from audit.report.levels import DEFAULT_LEVEL, level as level_text
 
 
 def rank_decay(curves: dict[tuple[str, str], list[np.ndarray]]) -> str:
@@ -64,9 +65,11 @@ def _corr_note(correlations: pd.DataFrame | None, corpus: str, x: str, y: str) -
     if rows.empty:
         return "no correlation declared for these columns"
     r = rows.iloc[0]
+    # both intervals are the row's Fisher-z intervals at its ci_level, printed as the table recorded it
     return (f"Pearson r = {r['pearson_r']:.2f} [{r['pearson_ci_low']:.2f}, {r['pearson_ci_high']:.2f}], "
             f"perm. p = {r['pearson_perm_p']:.3g}\nSpearman ρ = {r['spearman_rho']:.2f} "
-            f"[{r['spearman_ci_low']:.2f}, {r['spearman_ci_high']:.2f}], n = {int(r['n'])} runs")
+            f"[{r['spearman_ci_low']:.2f}, {r['spearman_ci_high']:.2f}], n = {int(r['n'])} runs"
+            f"\nintervals: {level_text(r.get('ci_level'))} (Fisher z)")
 
 
 def rank_vs_metric(runs: pd.DataFrame, correlations: pd.DataFrame | None,
@@ -117,12 +120,14 @@ def _ok(runs: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     return ok
 
 
-def seed_strip(runs: pd.DataFrame, metric: str = "test_ppl") -> str:
-    """Strip plot of one metric per head, every seed a point, with mean and 95% t-interval.
+def seed_strip(runs: pd.DataFrame, metric: str = "test_ppl", level: float = DEFAULT_LEVEL) -> str:
+    """Strip plot of one metric per head, every seed a point, with the mean and its t-interval.
 
     Args:
         runs: the runs table (corpus, head, seed, status, metric).
         metric: the column to plot.
+        level: confidence level of the t-interval (the study's 1 - stats.alpha); each panel's
+            title prints it.
 
     Returns:
         SVG text, one panel per corpus. Points are spread sideways by seed order (deterministic,
@@ -149,13 +154,13 @@ def seed_strip(runs: pd.DataFrame, metric: str = "test_ppl") -> str:
                 mean = values.mean()
                 ax.hlines(mean, i - 0.32, i + 0.32, color="#222", lw=1.6, zorder=4)
                 if len(values) > 1:
-                    half = stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / math.sqrt(len(values))
+                    half = stats.t.ppf(0.5 + level / 2, len(values) - 1) * values.std(ddof=1) / math.sqrt(len(values))
                     ax.vlines(i + 0.36, mean - half, mean + half, color="#222", lw=1.2, zorder=4)
             ax.set_xticks(range(len(heads)), [f"{h}\n(n={int((part['head'].astype(str) == h).sum())})"
                                               for h in heads])
             ax.set_xlim(-0.6, len(heads) - 0.4)
             ax.set_ylabel(metric)
-            ax.set_title(f"{corpus}: {metric} per seed")
+            ax.set_title(f"{corpus}: {metric} per seed\nbars: mean and its {level_text(level)} (t)")
             ax.grid(axis="x", visible=False)
         return to_svg(fig)
 
@@ -189,8 +194,14 @@ def wins_heatmap(wins: pd.DataFrame) -> str:
                 if np.isfinite(value):
                     ax.text(j, i, f"{int(value)}", ha="center", va="center", fontsize=9,
                             color="white" if value > 0.6 * total else "#111")
-            ax.set_xticks(range(len(heads)), heads, rotation=30, ha="right")
-            ax.set_yticks(range(len(heads)), heads)
+            # a head the guard flags (its reason leads the note, audit.stats.guard.guard_wins) is
+            # named so on both axes: its wins count but say nothing about output heads
+            notes = [str(n) for n in part.get("note", pd.Series(dtype=str)).fillna("")]
+            labels = [f"{h} (not informative)" if any(n.startswith("not informative") and
+                                                      (f": {h}: " in n or f"; {h}: " in n) for n in notes) else h
+                      for h in heads]
+            ax.set_xticks(range(len(heads)), labels, rotation=30, ha="right")
+            ax.set_yticks(range(len(heads)), labels)
             ax.set_xlabel("head j")
             ax.set_ylabel("head i")
             ax.grid(False)

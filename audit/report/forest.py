@@ -2,9 +2,12 @@
 
 Drawn for the published record (``published_comparisons.csv``) and for a study
 (``comparisons.csv``). Each row of the table is one line: the difference ``diff = mean_a -
-mean_b`` with its 95% Welch interval (``diff_ci_low``, ``diff_ci_high``) and, where the table has
+mean_b`` with its Welch interval (``diff_ci_low``, ``diff_ci_high``) and, where the table has
 the multi-bootstrap's ``mb_ci_low`` / ``mb_ci_high`` (seeds and test sentences resampled
-together), that interval too, drawn thinner below it. The equivalence margin ``[-m, +m]`` is the
+together), that interval too, drawn thinner below it. Both are at the row's ``ci_level`` (the
+study's 1 - alpha; ``audit.stats`` computes the multi-bootstrap at the same level): the legend
+prints the level the rows share (or that the table states none), and where they differ each
+row's label ends in its own. The equivalence margin ``[-m, +m]`` is the
 shaded band behind each row; a filled marker means Holm-adjusted ``p_adj < alpha`` (the row's
 ``alpha``, default 0.05), a hollow one that the family-wise test does not reject, and a grey cross
 a row the guard (``audit.stats.guard``) labelled ``not_informative``, whatever its p: its label
@@ -20,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from audit.plots import RC, empty_svg, plt, to_svg
+from audit.report.levels import distinct, level
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
@@ -68,6 +72,8 @@ def forest(comparisons: pd.DataFrame | None, title: str) -> str:
     if missing:
         return empty_svg(f"the comparisons table lacks {', '.join(missing)}")
     has_mb = {"mb_ci_low", "mb_ci_high"} <= set(comparisons.columns)
+    levels = distinct(comparisons["ci_level"]) if "ci_level" in comparisons else []
+    per_row = len(levels) > 1   # the legend cannot say one level: each row's label says its own
     groups = list(comparisons.groupby(["family", "metric"], sort=False))
     heights = [max(len(g), 1) for _, g in groups]
     with plt.rc_context(RC):
@@ -97,13 +103,16 @@ def forest(comparisons: pd.DataFrame | None, title: str) -> str:
             ax.set_yticks(range(len(rows)))
             ax.set_yticklabels([(f"{r['corpus']}: " if "corpus" in r and pd.notna(r["corpus"]) else "")
                                 + f"{r['head_a']} vs {r['head_b']}"
-                                + (" · not informative" if mark(r) == NOT_INFORMATIVE else "") for r in rows],
+                                + (" · not informative" if mark(r) == NOT_INFORMATIVE else "")
+                                + (f" · {level(r.get('ci_level'))}" if per_row else "") for r in rows],
                                fontsize=8)
             ax.set_ylim(len(rows) - 0.5, -0.5)
             ax.set_xlabel(f"{metric}: diff = mean A − mean B", fontsize=8)
             note = f" ({dropped} without a difference left out)" if dropped else ""
             ax.set_title(f"{family} · {metric}{note}", fontsize=9, loc="left")
-        legend = [Line2D([], [], color="#1b1b1b", lw=1.6, label="95% Welch CI"),
+        shared = levels[0] if len(levels) == 1 else None
+        welch = "Welch CI (its level on each row)" if per_row else level(shared, "Welch CI")
+        legend = [Line2D([], [], color="#1b1b1b", lw=1.6, label=welch),
                   Line2D([], [], marker="o", ls="", color="#1d4e89", label="Holm p_adj < α"),
                   Line2D([], [], marker="o", ls="", color="#1d4e89", markerfacecolor="white",
                              label="not significant after Holm"),
@@ -112,7 +121,8 @@ def forest(comparisons: pd.DataFrame | None, title: str) -> str:
             legend.append(Line2D([], [], marker="X", ls="", color="#888888",
                                  label="not informative (the guard; any p)"))
         if has_mb:
-            legend.insert(1, Line2D([], [], color="#c05600", lw=1.0, label="95% multi-bootstrap CI"))
+            boot = "multi-bootstrap CI (the row's level)" if per_row else level(shared, "multi-bootstrap CI")
+            legend.insert(1, Line2D([], [], color="#c05600", lw=1.0, label=boot))
         fig.suptitle(title, fontsize=10, x=0.01, ha="left")
         fig.legend(handles=legend, loc="upper right", ncol=len(legend), fontsize=7, frameon=False)
         fig.tight_layout(rect=(0, 0, 1, 0.97))

@@ -291,9 +291,9 @@ REGISTRY: tuple[Output, ...] = (
     Output("claims", "table", **_STATS),
     Output("evidence_claims", "table", **{**_STATS, "when": has_evidence}),
     # report tables
-    Output("results", "table", b.results, ("runs",)),
+    Output("results", "table", b.results, ("runs", "stats_config")),   # stats_config: the intervals' level
     Output("ranks", "table", b.ranks, ("runs",)),
-    Output("wordsim_rho", "table", b.wordsim_rho, ("runs",)),
+    Output("wordsim_rho", "table", b.wordsim_rho, ("runs", "stats_config")),
     Output("wordsim_coverage", "table", b.wordsim_coverage, ("eval",)),
     Output("warnings", "table", b.warnings, ("runs", "stats_config", "comparisons", "correlations")),
     Output("topk", "table", b.topk, ("topk",)),
@@ -306,7 +306,7 @@ REGISTRY: tuple[Output, ...] = (
     Output("saturation", "figure", b.saturation, ("metrics",), when=has_runs),
     Output("rank_vs_ppl", "figure", b.rank_vs_ppl, ("runs", "correlations"),
            options=lambda config: {"x": "press_rank", "metric": "test_ppl"}),
-    Output("strip", "figure", b.strip, ("runs",), options=lambda config: {"metric": "test_ppl"}),
+    Output("strip", "figure", b.strip, ("runs", "stats_config"), options=lambda config: {"metric": "test_ppl"}),
     Output("jacobian", "figure", b.jacobian, ("spectrum",), when=jacobian_on,
            options=lambda config: {"threshold": config["evaluate"]["jacobian"]["threshold"]}),
     Output("wordsim_wins", "figure", b.wordsim_wins, ("wins",), when=two_heads),

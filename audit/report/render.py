@@ -22,6 +22,7 @@ import yaml
 
 from audit.errors import AuditError
 from audit.plots import EMPTY_MARK
+from audit.report import levels
 
 SECTION_TITLES = [  # anchor -> table-of-contents entry, in page order
     ("scales", "Every claim at every scale"), ("published", "Published evidence"), ("verdicts", "Verdicts"), ("results", "Results per corpus"), ("comparisons", "Comparisons"),
@@ -252,6 +253,8 @@ def study_kind(present: dict) -> str:
 
 VERDICT_LABELS = {"not_informative": "not informative"}   # the reason says why (audit.stats.guard)
 VERDICT_LABELS["not_informative_at_scale"] = "not informative at this scale"   # audit.stats.one_sample_claims.SCALE_VERDICT
+VERDICT_LABELS.update(control_passed="control passed (holds by construction)",   # audit.stats.controls
+                      control_failed="control failed (holds by construction)")
 
 
 def verdict_text(verdict) -> str:
@@ -273,15 +276,19 @@ def cross_scale(table: pd.DataFrame | None) -> dict | None:
 
     rows = table.to_dict("records")
     scale = next((r for r in rows if r["claim_id"] == "scale"), None)
-    return {"sources": sources, "scale": cells(scale) if scale else [],
+    # how each runs table's seeds came (audit.stats.sources.design_of): the header marks a
+    # group-sequential source and one that recorded no design, as the page marks this study
+    designs = {s: str(scale.get(f"design__{s}", "")) if scale else "" for s in sources}
+    return {"sources": sources, "scale": cells(scale) if scale else [], "designs": designs,
             "rows": [dict(r, cells=cells(r)) for r in rows if r is not scale]}
 
 
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("audit.report", "templates"), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(fmt=fmt, sig=fmt_sig, p=fmt_p, sortkey=sort_key, verdict=verdict_text)
-    env.globals.update(ci=fmt_ci, slug=slug, finite=finite, rank_label=rank_label)
+    env.filters.update(fmt=fmt, sig=fmt_sig, p=fmt_p, sortkey=sort_key, verdict=verdict_text, level=levels.level,
+                       heading=levels.heading)   # every printed level is a row's ci_level (audit.report.levels)
+    env.globals.update(ci=fmt_ci, slug=slug, finite=finite, rank_label=rank_label, own_level=levels.own)
     return env
 
 
@@ -331,7 +338,7 @@ def render(runs_path: str, config_path: str, table_paths: list[str], figure_path
     }
     context = {
         "study": config.get("study", ""), "description": config.get("description", ""),
-        "n_runs": len(runs), "study_kind": study_kind(present), "n_failed": int((runs.get("status", pd.Series(dtype=str)).astype(str) != "ok").sum()),
+        "n_runs": len(runs), "study_kind": study_kind(present), "n_failed": _n_failed(runs),
         "sections": [(key, title) for key, title in SECTION_TITLES if present[key]], "present": present,
         "claims": tested, "claims_not_run": [c for c in claims if c not in tested], "results": records(tables.get("results")),
         "comparison_groups": group_comparisons(records(tables.get("comparisons"))), "correlations": records(tables.get("correlations")),
@@ -342,16 +349,28 @@ def render(runs_path: str, config_path: str, table_paths: list[str], figure_path
         "wordsim_diffs": records(tables.get("wordsim_diffs")), "topk": records(tables.get("topk")),
         "synthetic": records(tables.get("synthetic_summary")), "grid": grid_sections(tables.get("grid")),
         "sequential_groups": group_comparisons(records(tables.get("sequential"))),
-        "figures": figures, "provenance": provenance,
+        "figures": figures, "provenance": provenance, "ci_levels": levels.table_levels(tables),
         "config_yaml": yaml.safe_dump(provenance["config"] if provenance else config, sort_keys=False),
         "warnings": group_warnings(warnings), "warning_titles": WARNING_TITLES, "n_warnings": len(warnings),
         # the headline counts the claims this study tested; not run and untestable ones are listed
         # apart, never counted as a verdict (their claims.csv verdict is "inconclusive")
-        "verdict_counts": _counts(tested), "n_untested": len(claims) - len(tested), "published": published, "scales": scales,
+        # claims that hold by construction are controls (audit.stats.controls): counted apart, never as support
+        "verdict_counts": _counts([c for c in tested if not str(c["verdict"]).startswith("control_")]),
+        "control_counts": _counts([c for c in tested if str(c["verdict"]).startswith("control_")]),
+        "n_untested": len(claims) - len(tested), "published": published, "scales": scales,
         "baselines": records(tables.get("baselines")),
         "published_counts": _counts(published["claims"]),
     }
     return environment().get_template("audit.html.j2").render(**context)
+
+
+def _n_failed(runs: pd.DataFrame) -> int:
+    """Failed runs, and ok runs without a finite test perplexity (the guard counts them as failed)."""
+    status = runs.get("status", pd.Series(dtype=str)).astype(str)
+    lost = status != "ok"
+    if "test_ppl" in runs:
+        lost |= (status == "ok") & ~pd.to_numeric(runs["test_ppl"], errors="coerce").apply(finite)
+    return int(lost.sum())
 
 
 def _counts(claims: list[dict]) -> dict[str, int]:

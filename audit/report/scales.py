@@ -25,6 +25,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from audit.report.levels import level  # an interval's level as every cell prints it: 0.9 -> '90% CI'
 from audit.stats.guard import ALONE, LABEL, MAX_FAILED_SHARE, VERDICT, arm_status
 
 SCALE_ROW = "scale"
@@ -42,14 +43,6 @@ def _slug(*parts) -> str:
 
 def _num(value, digits: int = 3) -> str:
     return f"{float(value):.{digits}g}" if value is not None and np.isfinite(float(value)) else "–"
-
-
-def level(value) -> str:
-    """An interval's level as the cell prints it: 0.9 -> '90% CI'."""
-    try:
-        return f"{100 * float(value):g}% CI" if np.isfinite(float(value)) else "CI of unstated level"
-    except (TypeError, ValueError):
-        return "CI of unstated level"
 
 
 def cell(claim: dict) -> str:
@@ -104,28 +97,31 @@ def runs_scale(runs: pd.DataFrame, baselines: pd.DataFrame | None,
     return "; ".join(parts) or "no ok runs"
 
 
-def cross_scale_table(sources: list[tuple[str, pd.DataFrame | None, str, str]]) -> pd.DataFrame:
+def cross_scale_table(sources: list[tuple]) -> pd.DataFrame:
     """The verdict matrix.
 
     Args:
-        sources: (name, claims table or None, scale text, anchor prefix) per source, in column
-            order; the anchor prefix (``claim-``, ``pub-claim-``) makes each cell's link to its
-            row on the page, '' for a source the page does not show row by row.
+        sources: (name, claims table or None, scale text, anchor prefix[, design]) per source, in
+            column order; the anchor prefix (``claim-``, ``pub-claim-``) makes each cell's link to
+            its row on the page, '' for a source the page does not show row by row; ``design``
+            (``audit.stats.sources.design_of``) says how a runs table's seeds came, in the scale
+            row's ``design__<source>`` ('' for the published record: printed numbers).
 
     Returns:
         DataFrame: the scale row, then one row per (claim_id, corpus) in first-seen order.
     """
-    sources = [s for s in sources if s[1] is not None and len(s[1])]
+    sources = [tuple(s) + ("",) * (5 - len(s)) for s in sources if s[1] is not None and len(s[1])]
     rows: dict[tuple[str, str], dict] = {}
-    for name, table, _, _ in sources:
+    for name, table, *_ in sources:
         for claim in table.to_dict("records"):
             key = (str(claim["claim_id"]), str(claim["corpus"]))
             rows.setdefault(key, dict(claim_id=key[0], corpus=key[1], statement=claim["statement"]))
     out = [dict(claim_id=SCALE_ROW, corpus="", statement="the scale each source speaks for")]
     columns = ["claim_id", "corpus", "statement", "agreement"]
-    for name, table, scale, prefix in sources:
-        columns += [f"verdict__{name}", f"cell__{name}", f"anchor__{name}"]
-        out[0].update({f"verdict__{name}": "", f"cell__{name}": scale, f"anchor__{name}": ""})
+    for name, table, scale, prefix, design in sources:
+        columns += [f"verdict__{name}", f"cell__{name}", f"anchor__{name}", f"design__{name}"]
+        out[0].update({f"verdict__{name}": "", f"cell__{name}": scale, f"anchor__{name}": "",
+                       f"design__{name}": design})
         for claim in table.to_dict("records"):
             row = rows[(str(claim["claim_id"]), str(claim["corpus"]))]
             row.update({f"verdict__{name}": claim["verdict"], f"cell__{name}": cell(claim),

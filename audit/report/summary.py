@@ -2,7 +2,9 @@
 
 Each function returns one DataFrame that ``python -m audit report table`` writes to
 ``reports/<study>/tables/<name>.csv``. They describe (means, SDs, t-intervals); every test lives
-in ``audit.stats``. Failed runs are counted, never averaged.
+in ``audit.stats``. Failed runs are counted, never averaged. The intervals are at the level the
+caller gives, the study's 1 - ``stats.alpha`` (``audit.report.builders``), and a table with
+intervals records it in ``ci_level`` so that the page prints it (``audit.report.levels``).
 """
 
 from __future__ import annotations
@@ -16,13 +18,14 @@ import pandas as pd
 from scipy import stats
 
 from audit.errors import AuditError
+from audit.report.levels import DEFAULT_LEVEL
 
 PPL_COLUMNS = ["train_ppl", "valid_ppl", "test_ppl"]
 RANK_COLUMNS = ["press_rank", "erank_1e-3", "erank_1e-4", "erank_1e-5", "entropy_rank"]
 WORDSIM_PREFIX = "wordsim_"
 
 
-def describe(values, level: float = 0.95) -> dict:
+def describe(values, level: float = DEFAULT_LEVEL) -> dict:
     """Mean, SD (n - 1), and the two-sided t-interval of the mean over the finite values.
 
     Args:
@@ -45,7 +48,7 @@ def describe(values, level: float = 0.95) -> dict:
     return {"n": n, "mean": mean, "sd": sd, "ci_low": mean - half, "ci_high": mean + half}
 
 
-def describe_correlation(values, level: float = 0.95) -> dict:
+def describe_correlation(values, level: float = DEFAULT_LEVEL) -> dict:
     """Like ``describe`` for correlation coefficients: the interval is the t-interval of the mean
     of Fisher's z = artanh(r) over seeds, mapped back with tanh, so it stays inside (-1, 1)."""
     out = describe(values, level)
@@ -65,31 +68,34 @@ def _groups(runs: pd.DataFrame):
     return runs.groupby(["corpus", "head"], sort=True)
 
 
-def results_table(runs: pd.DataFrame) -> pd.DataFrame:
+def results_table(runs: pd.DataFrame, level: float = DEFAULT_LEVEL) -> pd.DataFrame:
     """Per (corpus, head): n ok, n failed, parameters, seconds per epoch, perplexities, place.
 
     Args:
         runs: the runs table (columns: docs/runs-table.md; missing metric columns are skipped).
+        level: confidence level of the t-intervals (the study's 1 - stats.alpha).
 
     Returns:
         One row per (corpus, head) with ``<metric>_{n,mean,sd,ci_low,ci_high}`` for the train,
         valid and test perplexities (``_n``: ok runs with a finite value) and
         ``seconds_per_epoch``; ``n_ok`` ok runs, ``n`` the fewest finite values behind a
-        perplexity mean, ``failed``; ``place`` = 1 for the lowest mean test perplexity.
+        perplexity mean, ``failed``; ``ci_level`` the intervals' level; ``place`` = 1 for the
+        lowest mean test perplexity.
     """
     rows = []
     for (corpus, head), group in _groups(runs):
         ok = group[group["status"].astype(str) == "ok"]
-        row = {"corpus": corpus, "head": head, "n": 0, "n_ok": len(ok), "failed": len(group) - len(ok)}
+        row = {"corpus": corpus, "head": head, "n": 0, "n_ok": len(ok), "failed": len(group) - len(ok),
+               "ci_level": level}
         params = pd.to_numeric(group.get("n_params", pd.Series(dtype=float)), errors="coerce").dropna()
         row["n_params"] = int(params.iloc[0]) if len(params) else math.nan
         if "wall_seconds" in ok:
             epochs = pd.to_numeric(ok["epochs_run"], errors="coerce") if "epochs_run" in ok else 1.0
             per_epoch = pd.to_numeric(ok["wall_seconds"], errors="coerce") / epochs
-            row.update({f"seconds_per_epoch_{k}": v for k, v in describe(per_epoch).items() if k != "n"})
+            row.update({f"seconds_per_epoch_{k}": v for k, v in describe(per_epoch, level).items() if k != "n"})
         for metric in PPL_COLUMNS:
             if metric in ok:
-                row.update({f"{metric}_{k}": v for k, v in describe(ok[metric]).items()})
+                row.update({f"{metric}_{k}": v for k, v in describe(ok[metric], level).items()})
         # n: the runs every perplexity mean of the row rests on (an ok run without a value is
         # left out of a mean, so it must not be counted beside it)
         row["n"] = min((row[f"{m}_n"] for m in PPL_COLUMNS if m in ok), default=0)
@@ -123,13 +129,13 @@ def ranks_table(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def wordsim_rho_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per (corpus, head, benchmark): Spearman rho over seeds, mean, SD and a 95% interval
-    (``describe_correlation``: t-interval on Fisher's z scale).
+def wordsim_rho_table(runs: pd.DataFrame, level: float = DEFAULT_LEVEL) -> pd.DataFrame:
+    """Per (corpus, head, benchmark): Spearman rho over seeds, mean, SD and the interval at
+    ``level`` (the study's 1 - stats.alpha; ``describe_correlation``: t-interval on Fisher's z scale).
 
     Returns:
-        Long table [corpus, head, benchmark, n, mean, sd, ci_low, ci_high]; empty when the runs
-        table has no ``wordsim_<benchmark>`` column.
+        Long table [corpus, head, benchmark, n, mean, sd, ci_low, ci_high, ci_level]; empty when
+        the runs table has no ``wordsim_<benchmark>`` column.
     """
     columns = sorted(c for c in runs if c.startswith(WORDSIM_PREFIX))
     rows = []
@@ -137,8 +143,9 @@ def wordsim_rho_table(runs: pd.DataFrame) -> pd.DataFrame:
         ok = group[group["status"].astype(str) == "ok"]
         for c in columns:
             rows.append({"corpus": corpus, "head": head, "benchmark": c[len(WORDSIM_PREFIX):],
-                         **describe_correlation(ok[c])})
-    return pd.DataFrame(rows, columns=["corpus", "head", "benchmark", "n", "mean", "sd", "ci_low", "ci_high"])
+                         **describe_correlation(ok[c], level), "ci_level": level})
+    return pd.DataFrame(rows, columns=["corpus", "head", "benchmark", "n", "mean", "sd", "ci_low", "ci_high",
+                                       "ci_level"])
 
 
 def coverage_table(run_dirs: list[Path]) -> pd.DataFrame:

@@ -39,6 +39,8 @@ Claims come from the study config's ``claims:`` and from the file named by its
       # untestable: the runs keep their best validation epoch, so a late rise is cut away
       # ours: "the bound 0.5 is ours: ..."   # any kind: the bound or threshold this audit chose,
       #                                      # and why; the page marks it "ours"
+      # by_construction: "..."   # any kind: why it holds by algebra at this scale; judged as a
+      #                          # control that passed or failed (audit.stats.controls)
 
 A comparison claim uses the matching row of the comparisons table (same corpus, metric and
 heads in either order, same margin when the claim gives one; Holm-corrected in that family).
@@ -65,6 +67,8 @@ import pandas as pd
 from audit.config import check_section
 from audit.stats import multiboot
 from audit.stats.comparisons import default_lower_is_better, finalize, make_row
+from audit.stats.controls import as_control
+from audit.stats.intervals import claim_interval
 from audit.stats.io import Settings, absent_later, arm
 from audit.stats.one_sample_claims import holm_with_one_sample, one_sample_claim_row, one_sample_evidence
 
@@ -209,6 +213,8 @@ def flip_row(row: dict) -> dict:
         if key in row:
             low, high = ("diff_ci_low", "diff_ci_high") if key == "diff" else ("mb_ci_low", "mb_ci_high")
             out[key], out[low], out[high] = -row[key], -row[high], -row[low]
+    if "tost_ci_low" in row:
+        out["tost_ci_low"], out["tost_ci_high"] = -row["tost_ci_high"], -row["tost_ci_low"]
     return out
 
 
@@ -292,6 +298,8 @@ def claims_table(runs: pd.DataFrame, config: dict, settings: Settings,
     rows += [(row, claim, r, "claims (computed here)") for (row, claim, _), r in zip(pending, done)]
     rows += [one_sample_claim_row(row, claim, ev, settings) for row, claim, ev in singles]
     out = [comparison_claim_row(*r, settings) if isinstance(r, tuple) else r for r in rows]
+    by_id = {c["id"]: c for c in claims}
+    out = [as_control(r, by_id[r["claim_id"]]) for r in out]   # by construction: a control, not support
     order = {c["id"]: i for i, c in enumerate(claims)}
     out.sort(key=lambda r: (order[r["claim_id"]], r["corpus"]))
     return pd.DataFrame(out, columns=COLUMNS)
@@ -306,14 +314,15 @@ def comparison_claim_row(row: dict, claim: dict, ev: dict, table: str, settings:
     verdict, reason = judge_comparison(claim["expect"], ev, settings)
     size = ev.get("family_size", math.nan)
     margin = ev["equivalence_margin"]   # NaN when none was declared: say so, never print "nan"
+    shown = claim_interval(claim["expect"], verdict, ev, settings.alpha)   # TOST's where equivalence decided
     return dict(
         row, verdict=verdict, reason=reason, evidence_table=table,
         evidence=(f"family={ev['family']}; metric={ev['metric']}; {ev['head_a']} - {ev['head_b']}; "
                   f"margin={f'{margin:g}' if np.isfinite(margin) else 'none'}"),
         n_a=ev["n_a"], n_b=ev["n_b"], n_failed_a=ev["n_failed_a"], n_failed_b=ev["n_failed_b"],
-        estimate_name=("diff of mean corpus perplexities (multibootstrap t CI over seeds and sentences)"
-                       if boot else "diff = mean_a - mean_b (welch CI)"),
-        estimate=ev["diff"], ci_low=ev["diff_ci_low"], ci_high=ev["diff_ci_high"], ci_level=ev["ci_level"],
+        estimate_name=shown.pop("estimate_name", "diff of mean corpus perplexities (multibootstrap t CI over seeds "
+                                "and sentences)" if boot else "diff = mean_a - mean_b (welch CI)"),
+        estimate=ev["diff"], **shown,
         p_name=(f"multibootstrap p (t, seed + sentence variance), two-sided, {ev['adj_method']} within "
                 f"{ev['family']} ({ev.get('family_note') or f'm={size}'})" if boot else
                 f"welch p, {ev['adj_method']} within {ev['family']} ({ev.get('family_note') or f'm={size}'})"),

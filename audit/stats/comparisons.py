@@ -17,7 +17,10 @@ Config (``comparisons:`` of a study config, a list of families; checked against
 
 Decision rule per row (a = candidate, b = reference): Welch's two-sided test, Holm-adjusted
 within the family, at ``alpha`` gives ``a_better`` / ``b_better``; otherwise TOST at the
-margin (also Holm-adjusted) gives ``equivalent``; otherwise ``inconclusive`` with the reason,
+margin (also Holm-adjusted) gives ``equivalent``, shown with the 1 - 2 alpha interval TOST
+corresponds to (``tost_ci_low``, ``tost_ci_high``, ``tost_ci_level``: inside the margin whenever
+the unadjusted TOST p is below alpha, so never an interval that crosses the margin beside
+"equivalent"); otherwise ``inconclusive`` with the reason,
 the power at the margin and the seeds needed. Arms with fewer than ``min_seeds`` usable runs
 get no verdict and are left out of the family (counted in ``family_dropped``); so is a row whose
 Welch test is undefined (both arms constant): ``inconclusive`` with a reason starting
@@ -48,7 +51,8 @@ COLUMNS = [
     "student_p", "rank_test", "rank_test_p", "p_adj", "hedges_g", "hedges_g_ci_low",
     "hedges_g_ci_high", "prob_superiority", "prob_superiority_ci_low",
     "prob_superiority_ci_high", "aso_eps_min", "aso_confidence", "ci_method", "bootstrap_seed",
-    "bootstrap_resamples", "equivalence_margin", "tost_p", "tost_p_adj", "power", "seeds_needed", "power_target",
+    "bootstrap_resamples", "equivalence_margin", "tost_p", "tost_p_adj", "tost_ci_low", "tost_ci_high",
+    "tost_ci_level", "power", "seeds_needed", "power_target",
     "alpha", "min_seeds", "verdict", "reason",
 ]
 # the study's comparisons.csv: the Welch row (``finalize``; also the published record's) and the
@@ -208,6 +212,12 @@ def finalize(rows: list[dict], settings: Settings) -> pd.DataFrame:
         df.loc[idx, "family_size"], df.loc[idx, "family_dropped"] = size, dropped
         df.loc[idx, "tost_p_adj"] = adjust(df.loc[idx, "tost_p"].where(ok))[0]
     df["adj_method"] = METHOD
+    # the interval an equivalence verdict rests on: only where TOST was tested (a margin was declared)
+    low, high = tests.tost_interval(df["mean_a"], df["sd_a"], df["n_a"], df["mean_b"], df["sd_b"], df["n_b"],
+                                    settings.alpha)
+    tested = np.isfinite(df["tost_p"].astype(float)).to_numpy()
+    df["tost_ci_low"], df["tost_ci_high"] = np.where(tested, low, np.nan), np.where(tested, high, np.nan)
+    df["tost_ci_level"] = np.where(tested, 1 - 2 * settings.alpha, np.nan)
     _verdicts(df, settings)
     return df[COLUMNS]
 

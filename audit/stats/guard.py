@@ -7,7 +7,10 @@ reasons kept):
    so its verdicts on every other metric (ranks, shares, ...) say nothing either;
 2. more than ``max_failed_share`` of its planned runs failed (``stats.max_failed_share``, default
    0.2 from ``configs/schema.yaml``; planned = its rows of the runs table, ok or failed): the ok
-   runs that remain are the seeds that happened to train, a selected sample;
+   runs that remain are the seeds that happened to train, a selected sample. A run whose status is
+   ok but whose test perplexity is missing or not finite counts as failed here (``n_no_ppl``): a
+   run counts as informative only with a finite test perplexity, whatever its status says (the
+   collector never writes one, but an outside runs table named under ``evidence:`` can);
 3. there is no baseline for exactly its data: a ``baselines.csv`` row (``audit.evaluate.baselines``)
    with the same corpus, the same vocabulary size (the runs' ``vocab_size``) and the same test
    tokens (the baselines score all ``n_test`` tokens, a run predicts every one but the first, so
@@ -25,6 +28,12 @@ keeps its statistics but gets the verdict ``not_informative`` and the reason
 as supported, contradicted or equivalent. Rows never computed (``not run: ...``) are left as they
 are. ``arm_status`` is the one table every other mark on the page (the verdict matrix, the forest
 plots, the sequential history) reads, so that they all say the same.
+
+``guard_table`` is the one entry point of the stats verb: every table it writes passes through it,
+and it chooses the guard by the table's shape (a claims table, a head-pair table with a verdict,
+a head-pair table without one, a correlations table), so a table added later is guarded by its
+shape or refused with an error, never written unguarded. The published record's tables are the
+papers' printed summaries, not runs: ``EXEMPT`` says why none of the four checks applies to them.
 """
 
 from __future__ import annotations
@@ -34,6 +43,7 @@ import fnmatch
 import numpy as np
 import pandas as pd
 
+from audit.errors import AuditError
 from audit.schema import schema_defaults
 from audit.stats.claims import resolve
 
@@ -44,8 +54,15 @@ MAX_FAILED_SHARE = float(schema_defaults("stats")["max_failed_share"])
 # a run scores every test token but the first (it has no context); the baselines score all of them
 UNSCORED_TOKENS = 1
 ALONE = "; the test alone: "   # what follows is the unguarded verdict (audit.report.checks reads it)
-STATUS_COLUMNS = ["corpus", "head", "n_planned", "n_failed", "n", "median_test_ppl", "vocab_size",
+STATUS_COLUMNS = ["corpus", "head", "n_planned", "n_failed", "n_no_ppl", "n", "median_test_ppl", "vocab_size",
                   "test_tokens", "unigram_ppl", "why"]
+# tables of the stats verb no runs stand behind, and why the guard's checks do not apply to them
+EXEMPT = {
+    "published_comparisons": "the papers' printed mean, SD and n per arm: there are no runs whose status, "
+                             "test perplexity or vocabulary the guard could check",
+    "published_claims": "judged on the published comparisons (the papers' printed numbers), not on runs",
+    "published_untestable": "lists the claims the printed numbers cannot test: no p-value, no verdict",
+}
 
 
 def _single(group: pd.DataFrame, column: str) -> float:
@@ -82,13 +99,17 @@ def _have(baselines: pd.DataFrame, corpus: str) -> str:
     return f"the baselines table has {corpus} {'; '.join(have)}"
 
 
-def _why(head, n_planned, n_failed, n, median, vocab, tokens, unigram, corpus, baselines, max_failed_share) -> str:
+def _why(head, n_planned, n_failed, n_no_ppl, n, median, vocab, tokens, unigram, corpus, baselines,
+         max_failed_share) -> str:
     reasons = []
     if n == 0:
         reasons.append(f"no finite test perplexity ({n_planned - n_failed} ok runs, {n_failed} failed)")
-    if n_planned and n_failed / n_planned > max_failed_share:
-        reasons.append(f"{n_failed} of {n_planned} planned runs failed (more than stats.max_failed_share "
-                       f"= {max_failed_share:g} of them: the ok runs are the seeds that trained)")
+    n_no_ppl = n_no_ppl if n else 0   # none finite: check 1 has said it
+    if n_planned and (n_failed + n_no_ppl) / n_planned > max_failed_share:
+        what = f"{n_failed} of {n_planned} planned runs failed" + (
+            f" and {n_no_ppl} ended ok without a finite test perplexity (counted as failed)" if n_no_ppl else "")
+        reasons.append(f"{what} (more than stats.max_failed_share = {max_failed_share:g} of them: the ok runs "
+                       f"are the seeds that trained)")
     if baselines is not None and n:
         if unigram is None:
             data = (f"K = {vocab:,.0f}" if np.isfinite(vocab) else "no single vocab_size") + ", " + (
@@ -102,22 +123,25 @@ def _why(head, n_planned, n_failed, n, median, vocab, tokens, unigram, corpus, b
 
 def arm_status(runs: pd.DataFrame, baselines: pd.DataFrame | None,
                max_failed_share: float = MAX_FAILED_SHARE) -> pd.DataFrame:
-    """Per (corpus, head) arm of the runs table (``STATUS_COLUMNS``): planned and failed runs, ``n``
-    ok runs with a finite test perplexity and their median, the vocabulary size and scored test
+    """Per (corpus, head) arm of the runs table (``STATUS_COLUMNS``): planned and failed runs, the
+    ok runs without a finite test perplexity (``n_no_ppl``, counted as failed), ``n`` ok runs with
+    a finite test perplexity and their median, the vocabulary size and scored test
     tokens of its ok runs (NaN when absent or not one value), the matching unigram perplexity (NaN
     when none) and ``why`` it is not informative ('' when it is; module docstring)."""
     rows = []
     for (corpus, head), group in runs.groupby(["corpus", "head"], sort=True):
         ok = group[group["status"] == "ok"]
         values = pd.to_numeric(ok[METRIC], errors="coerce").to_numpy(float) if METRIC in ok else np.array([])
-        values = values[np.isfinite(values)]
+        finite = np.isfinite(values)
+        values, n_no_ppl = values[finite], int((~finite).sum())
         n_planned, n_failed = len(group), int((group["status"] != "ok").sum())
         median = float(np.median(values)) if len(values) else np.nan
         vocab, tokens = _single(ok, "vocab_size"), _single(ok, "test_tokens")
         unigram = unigram_for(baselines, corpus, vocab, tokens)
-        why = _why(head, n_planned, n_failed, len(values), median, vocab, tokens, unigram, corpus, baselines,
-                   max_failed_share)
-        rows.append(dict(corpus=corpus, head=head, n_planned=n_planned, n_failed=n_failed, n=len(values),
+        why = _why(head, n_planned, n_failed, n_no_ppl, len(values), median, vocab, tokens, unigram, corpus,
+                   baselines, max_failed_share)
+        rows.append(dict(corpus=corpus, head=head, n_planned=n_planned, n_failed=n_failed, n_no_ppl=n_no_ppl,
+                         n=len(values),
                          median_test_ppl=median, vocab_size=vocab, test_tokens=tokens,
                          unigram_ppl=np.nan if unigram is None else unigram, why=why))
     return pd.DataFrame(rows, columns=STATUS_COLUMNS)
@@ -223,3 +247,51 @@ def guard_history(table: pd.DataFrame, runs: pd.DataFrame, baselines: pd.DataFra
     arms = flagged(runs, baselines, max_failed_share)
     return table.assign(guard=[why_not(r["corpus"], (r["head_a"], r["head_b"]), arms)
                                for r in table.to_dict("records")])
+
+
+def guard_wins(table: pd.DataFrame, runs: pd.DataFrame, baselines: pd.DataFrame | None,
+               max_failed_share: float = MAX_FAILED_SHARE) -> pd.DataFrame:
+    """The word-similarity wins table (``audit.stats.wordsim.WINS_COLUMNS``: counts, no test)
+    with the guard's reason in front of the ``note`` of every ordered pair (head_i, head_j) that
+    includes an arm that is not informative."""
+    arms = flagged(runs, baselines, max_failed_share)
+    if table.empty or not arms:
+        return table
+    out = table.copy()
+    for i, row in out.iterrows():
+        why = why_not(row["corpus"], (row["head_i"], row["head_j"]), arms)
+        if why:
+            note = row["note"] if isinstance(row["note"], str) and row["note"] else ""
+            out.at[i, "note"] = why + (f"; {note}" if note else "")
+    return out
+
+
+def guard_table(name: str, table: pd.DataFrame, runs: pd.DataFrame, baselines: pd.DataFrame | None,
+                config: dict, max_failed_share: float = MAX_FAILED_SHARE) -> pd.DataFrame:
+    """Any table of the stats verb, guarded by its shape (module docstring).
+
+    A claims table (``claim_id``) by ``guard_claims``; a head-pair table with a verdict
+    (``head_a``, ``head_b``, ``verdict``: comparisons, word-similarity differences) by
+    ``guard_comparisons``; the wins table (``head_i``, ``head_j``) and the correlations table
+    (``name``, ``note``) by a note. ``EXEMPT`` tables are returned as they are.
+
+    Raises:
+        AuditError: a table of no known shape that carries a verdict or a p-value: a new table must
+            say how the guard reaches it before the verb writes it.
+    """
+    if name in EXEMPT:
+        return table
+    columns = set(table.columns)
+    if "claim_id" in columns:
+        return guard_claims(table, runs, baselines, config, max_failed_share)
+    if {"corpus", "head_a", "head_b", "verdict", "reason"} <= columns:
+        return guard_comparisons(table, runs, baselines, max_failed_share)
+    if {"corpus", "head_i", "head_j", "note"} <= columns:
+        return guard_wins(table, runs, baselines, max_failed_share)
+    if {"corpus", "name", "note"} <= columns:
+        return guard_correlations(table, runs, baselines, config, max_failed_share)
+    judged = sorted(c for c in columns if c == "verdict" or c == "p" or c.endswith(("_p", "p_adj")))
+    if judged:
+        raise AuditError(f"stats: table {name!r} carries {', '.join(judged)} but has no shape the guard "
+                         f"knows (audit.stats.guard.guard_table): add its guard before writing it")
+    return table

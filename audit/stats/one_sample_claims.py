@@ -10,7 +10,8 @@ same family (``p_opposite_adj``, as TOST is beside Welch). Supported when ``p_ad
 contradicted when ``p_opposite_adj`` < alpha (at most one can be), else inconclusive; fewer
 than ``min_seeds`` usable runs, an undefined test, an absent column or head: inconclusive with
 the reason, out of the family. The estimate is mean - bound (or rate - bound) with the
-1 - 2 alpha interval whose ends are the one-sided bounds of the two tests.
+1 - 2 alpha interval whose ends are the one-sided bounds of the two tests (with undecided tokens
+counted either way, the union of both accountings' intervals: ``audit.stats.intervals``).
 """
 
 from __future__ import annotations
@@ -78,12 +79,19 @@ def _with_unresolved(runs: pd.DataFrame, metric: str, extra: str, counted: bool 
 def _either_way(ev: dict, counted, expect: str, settings: Settings) -> dict:
     """The one-sample evidence with the undecided tokens counted as argmaxable (``ev``) and as
     not (the test on ``counted``): p and p_opposite the larger of the two, so that Holm passes a
-    side only where both accountings pass it; ``k_counted`` the count of the second."""
+    side only where both accountings pass it; ``k_counted`` the count of the second. The interval
+    is the union of the two accountings' intervals (``either_way``): it lies on one side of the
+    bound exactly when both do, which is when the verdict can be decisive, so the cell never shows
+    the accounting most favourable to the claim alone."""
     other = one_sample.one_sample(counted.values, ev["bound"], expect, ev["test"], ev["threshold"], settings.alpha)
     both = [ev["p"], other["p"]], [ev["p_opposite"], other["p_opposite"]]
     worst = [max(v) if all(np.isfinite(v)) else math.nan for v in both]
+    ends = [ev["ci_low"], other["ci_low"]], [ev["ci_high"], other["ci_high"]]
+    low, high = (min(ends[0]) if all(np.isfinite(ends[0])) else math.nan,
+                 max(ends[1]) if all(np.isfinite(ends[1])) else math.nan)
     return dict(ev, p=worst[0], p_opposite=worst[1], k_counted=other.get("k", math.nan),
-                stat_counted=other.get("stat", math.nan), undefined=ev["undefined"] or other["undefined"])
+                stat_counted=other.get("stat", math.nan), undefined=ev["undefined"] or other["undefined"],
+                ci_low=low, ci_high=high, either_way=True)
 
 
 def scale_floor(runs: pd.DataFrame, corpus: str, head: str) -> float:
@@ -178,8 +186,10 @@ def one_sample_claim_row(row: dict, claim: dict, ev: dict, settings: Settings) -
         evidence=(f"family=claims; metric={ev['metric']}; head={ev['head']}; bound={bound:g}"
                   + (f"; runs with {ev['metric']} > {ev['threshold']:g}" if binomial else "")),
         n_a=ev["n"], n_b=math.nan, n_failed_a=ev["n_failed"], n_failed_b=math.nan,
-        estimate_name=("rate - bound (rate = k/n runs above the threshold; exact Clopper-Pearson CI)"
-                       if binomial else "mean - bound (one-sample t CI)"),
+        estimate_name=("rate - bound (rate = k/n runs above the threshold; exact Clopper-Pearson CI"
+                       if binomial else "mean - bound (one-sample t CI") + (
+            ": the union of both accountings' intervals, undecided tokens counted argmaxable and not; the "
+            "estimate counts them argmaxable)" if ev.get("either_way") else ")"),
         estimate=ev["estimate"], ci_low=ev["ci_low"] - bound, ci_high=ev["ci_high"] - bound, ci_level=ev["ci_level"],
         p_name=(f"{'exact binomial' if binomial else 'one-sample t'} p, one-sided (H1: {claim['expect']} "
                 f"{bound:g}), {METHOD} within claims (m={size})"),

@@ -76,8 +76,10 @@ def run_row(run_dir: Path) -> tuple[dict, pd.DataFrame]:
     return row, pairs[PAIR_COLUMNS] if len(pairs) else pd.DataFrame(columns=PAIR_COLUMNS)
 
 
-def collect(run_dirs: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The runs table (sorted by corpus, head, seed) and the concatenated pair table."""
+def collect(run_dirs: list[Path], design: str = "") -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The runs table (sorted by corpus, head, seed) and the concatenated pair table; ``design``
+    (``audit.stats.sequential.schedule.design_text``) fills the column of that name, so that a
+    study reading this table as evidence knows how its seeds came ('' leaves it out)."""
     rows, pair_tables = zip(*(run_row(Path(d)) for d in run_dirs))
     runs = pd.DataFrame(list(rows))
     grid = [c for c in runs if c.startswith("grid_")]  # in the order the grids name their keys
@@ -86,6 +88,8 @@ def collect(run_dirs: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
     runs = runs.reindex(columns=BASE_COLUMNS + extra)
     runs["error"] = runs["error"].astype(object).fillna("")  # all-NaN (float) when no run failed
     runs = runs.sort_values(["corpus", "head", "seed"], kind="stable").reset_index(drop=True)
+    if design:
+        runs["design"] = design
     pairs = pd.concat([p for p in pair_tables if len(p)] or [pd.DataFrame(columns=PAIR_COLUMNS)])
     return runs, pairs
 
@@ -118,8 +122,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", required=True, help="runs table CSV to write")
     parser.add_argument("--pairs-out", required=True, help="word-similarity pair table CSV to write")
     parser.add_argument("--sentences-out", help="write every run's per-sentence test NLL (sentences.npz) into this file")
+    parser.add_argument("--design", default="", help="how the study's seeds came (fixed or sequential with its "
+                                                     "looks), recorded in the column 'design'")
     args = parser.parse_args(argv)
-    runs, pairs = collect([Path(d) for d in args.runs])
+    runs, pairs = collect([Path(d) for d in args.runs], args.design)
     sentences = collect_sentences(args.runs) if args.sentences_out else None
     atomic_write_text(runs.to_csv(index=False), Path(args.out))
     atomic_write_text(pairs.to_csv(index=False), Path(args.pairs_out))

@@ -14,7 +14,10 @@ whose corpus, vocabulary size and test tokens match no baselines row is not info
 by the baselines of the study that made the runs table when its audit lies beside it
 (``sibling_baselines``): the default study's word runs, named as evidence of the subword study,
 are guarded against their own unigram. The result is the claims table of every source stacked,
-with the source's name in the first column ``source``.
+with the source's name in the first column ``evidence_source`` and how its seeds came in
+``evidence_design`` (``design_of``: a group-sequential table's fixed-design verdicts are not
+sequentially valid, and the page says so as it does for this study; a table that records no
+design is marked "design unknown").
 """
 
 from __future__ import annotations
@@ -29,7 +32,21 @@ from audit.stats.io import Settings, load_runs
 
 # `source` of a claims row is the paper that made the claim: the runs table it was judged on is
 # `evidence_source`
-COLUMNS = ["evidence_source"] + claims.COLUMNS
+COLUMNS = ["evidence_source", "evidence_design"] + claims.COLUMNS
+UNKNOWN_DESIGN = ("design unknown: the runs table does not record how its seeds came (made outside this "
+                  "tool or before it recorded them), so its fixed-design tests may not be valid")
+
+
+def design_of(runs: pd.DataFrame) -> str:
+    """How a runs table's seeds came: its ``design`` column (``python -m audit collect --design``:
+    'fixed: ...' or 'sequential: ...'), ``UNKNOWN_DESIGN`` when it has none or more than one."""
+    values = set(runs["design"].dropna().astype(str)) - {""} if "design" in runs else set()
+    return values.pop() if len(values) == 1 else UNKNOWN_DESIGN
+
+
+def is_sequential(design: str) -> bool:
+    """Whether a design text says the seeds came group-sequentially."""
+    return str(design).startswith("sequential")
 
 
 def sibling_baselines(runs: str | Path) -> Path:
@@ -67,6 +84,6 @@ def evidence_claims_table(config: dict, settings: Settings, baselines: pd.DataFr
         corr = correlations.correlations_table(runs, config, settings, label)
         table = claims.claims_table(runs, config, settings, comp, corr, source)
         own = evidence_baselines(entry["runs"], baselines)
-        table = guard.guard_claims(table, runs, own, config, settings.max_failed_share)
-        tables.append(table.assign(evidence_source=entry["name"])[COLUMNS])
+        table = guard.guard_table("evidence_claims", table, runs, own, config, settings.max_failed_share)
+        tables.append(table.assign(evidence_source=entry["name"], evidence_design=design_of(runs))[COLUMNS])
     return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=COLUMNS)

@@ -209,3 +209,20 @@ def welch_from_summaries(mean_a, var_a, n_a, mean_b, var_b, n_b, margin=np.nan) 
         p_tost = np.maximum(stats.t.sf((diff + margin) / se, df), stats.t.cdf((diff - margin) / se, df))
         p_tost = np.where(np.asarray(margin) > 0, p_tost, np.nan)
     return dict(diff=diff, se=se, df=df, p=p, p_tost=p_tost)
+
+
+def tost_interval(mean_a, sd_a, n_a, mean_b, sd_b, n_b, alpha: float):
+    """The 1 - 2 alpha Welch interval of E[a] - E[b], element-wise: the interval TOST at ``alpha``
+    corresponds to (its p is below alpha exactly when this interval lies inside (-margin, margin),
+    with the Welch-Satterthwaite df of ``welch_from_summaries``).
+
+    Returns:
+        (low, high), NaN where Welch is undefined (an n below 2, both SDs zero or missing).
+    """
+    n_a, n_b = np.asarray(n_a, float), np.asarray(n_b, float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        se, df = welch_se_df(np.asarray(sd_a, float) ** 2, n_a, np.asarray(sd_b, float) ** 2, n_b)
+        se = np.where((n_a >= 2) & (n_b >= 2) & (se > 0), se, np.nan)
+        half = stats.t.ppf(1 - alpha, df) * se
+        diff = np.asarray(mean_a, float) - np.asarray(mean_b, float)
+    return diff - half, diff + half

@@ -51,7 +51,7 @@ def test_missing_runs_is_one_line_and_writes_nothing(tmp_path):
 def test_options_reach_the_builder(study, tmp_path, monkeypatch):
     seen = {}
 
-    def fake_strip(runs, metric):
+    def fake_strip(runs, metric, level):
         seen["metric"] = metric
         return "<svg/>"
 

@@ -97,3 +97,51 @@ def test_builder_reads_the_evidence_runs_named_in_the_config(tmp_path):
     assert row.loc["scale", "cell__gpu"].startswith("a GPU study: ptb: d = 400, K = 2,000, tokens trained 900,000,000")
     assert "verdict__published" not in table     # not given: no column
     assert row.loc["a", "agreement"] == "disagree: this study supported, gpu contradicted"
+
+
+def test_an_evidence_column_says_how_its_seeds_came(tmp_path):
+    """Issue 46, finding 4: a runs table from a group-sequential design named under ``evidence:``
+    got fixed-design verdicts with no mark; one that records no design is now "design unknown"."""
+    from audit.report.render import cross_scale as for_page, environment
+    from audit.stats.sequential.schedule import design_text
+
+    seq = design_text({"seeds": {"initial": 4, "step": 3, "max": 10}})
+    assert seq == "sequential: looks at 4, 7, 10 seeds per arm (initial 4, step 3, max 10)"
+    assert design_text({"seeds": [1, 2, 3]}) == "fixed: 3 seeds per arm"
+    ours = runs(32, 2000, 1.2e6, {"softmax": 90.0}).assign(design="fixed: 3 seeds per arm")
+    ours.to_csv(tmp_path / "runs.csv", index=False)
+    runs(32, 2000, 1.2e6, {"softmax": 95.0}).assign(design=seq).to_csv(tmp_path / "default.csv", index=False)
+    runs(32, 2000, 1.2e6, {"softmax": 80.0}).to_csv(tmp_path / "outside.csv", index=False)   # no design column
+    BASE.to_csv(tmp_path / "baselines.csv", index=False)
+    claims([("a", "supported", -2.0)]).to_csv(tmp_path / "claims.csv", index=False)
+    pd.concat([claims([("a", "supported", -2.0)]).assign(evidence_source=name) for name in ("default", "outside")]
+              ).to_csv(tmp_path / "ev.csv", index=False)
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump({"evidence": [
+        {"name": n, "runs": str(tmp_path / f"{n}.csv")} for n in ("default", "outside")]}))
+    table = cross_scale(Sources({"runs": str(tmp_path / "runs.csv"), "claims": str(tmp_path / "claims.csv"),
+                                 "baselines": str(tmp_path / "baselines.csv"), "stats_config": str(tmp_path / "s.yaml"),
+                                 "evidence_claims": str(tmp_path / "ev.csv")}))
+    scale = table.set_index("claim_id").loc["scale"]
+    assert scale["design__default"] == seq and scale["design__this study"] == "fixed: 3 seeds per arm"
+    assert scale["design__outside"].startswith("design unknown: the runs table does not record how its seeds came")
+    # the page: the sequential evidence column carries the same mark as a sequential "this study"
+    html = environment().from_string(
+        '{% set present = {"sequential": False} %}{% set scales = m %}'
+        + (REPO / "audit/report/templates/audit.html.j2").read_text().split('<section id="scales">')[1]
+        .split("</section>")[0]).render(m=for_page(table))
+    header = html.split("<thead>")[1].split("</tr>")[0]
+    assert header.count("fixed-design tests: not sequentially valid") == 1
+    assert header.index("default") < header.index("not sequentially valid") < header.index("outside")
+    assert header.count(">design unknown<") == 1
+    assert "the runs table behind <em>default</em> was made by a group-sequential design (" + seq in html
+    assert "the runs table behind <em>outside</em> records no design" in html
+
+
+def test_the_runs_table_records_its_design(tmp_path):
+    from audit.stats.io import load_runs
+    from audit.stats.sources import UNKNOWN_DESIGN, design_of
+
+    path = tmp_path / "r.csv"
+    runs(32, 2000, 1.2e6, {"softmax": 90.0}).assign(design="sequential: looks at 4, 7 seeds per arm").to_csv(path, index=False)
+    assert design_of(load_runs(path)) == "sequential: looks at 4, 7 seeds per arm"   # a text column
+    assert design_of(runs(32, 2000, 1.2e6, {"softmax": 90.0})) == UNKNOWN_DESIGN

@@ -144,3 +144,14 @@ def test_each_run_records_its_body(tmp_path):
     assert loaded.loc["gru", "body"] == "mybodies.gru:GRUBody" and loaded.loc["gru", "hidden_gap_note"] == note
     # the scored test tokens reach the table: the guard matches an arm to its unigram baseline by them
     assert loaded.loc["gru", "test_tokens"] == 1998
+
+
+def test_the_collect_verb_records_the_design_in_every_row(tmp_path):
+    from audit.stats.runs_table import main
+
+    dirs = [str(_run(tmp_path, "softmax", 1)), str(_run(tmp_path, "softmax", 2, "failed"))]
+    design = "sequential: looks at 4, 7, 10 seeds per arm (initial 4, step 3, max 10)"
+    assert main(["--runs", *dirs, "--out", str(tmp_path / "r.csv"), "--pairs-out", str(tmp_path / "p.csv"),
+                 "--design", design]) == 0
+    assert list(pd.read_csv(tmp_path / "r.csv")["design"]) == [design, design]
+    assert "design" not in collect([_run(tmp_path / "x", "softmax", 1)])[0]   # none given: no column

@@ -131,8 +131,9 @@ def build_report(study: dict, repo: Path) -> Path:
     runs, tables, figures = study["runs"], study["tables"], study["figures"]
     dirs = [str(d) for d in study["run_dirs"]]
     _audit("stats", "--runs", runs, "--config", study["stats_config"], "--out", tables)
-    for name in ("results", "ranks", "wordsim_rho"):
-        _audit("report", "table", "--name", name, "--runs", runs, "--out", tables / f"{name}.csv")
+    for name in ("results", "ranks", "wordsim_rho"):   # --config: stats.alpha sets the intervals' level
+        _audit("report", "table", "--name", name, "--runs", runs, "--config", study["stats_config"],
+               "--out", tables / f"{name}.csv")
     _audit("report", "table", "--name", "wordsim_coverage", "--run-dirs", *dirs,
            "--out", tables / "wordsim_coverage.csv")
     _audit("report", "table", "--name", "warnings", "--runs", runs, "--config", study["stats_config"],
@@ -141,7 +142,8 @@ def build_report(study: dict, repo: Path) -> Path:
     _audit("report", "figure", "--name", "rank_decay", "--run-dirs", *dirs, "--out", figures / "rank_decay.svg")
     _audit("report", "figure", "--name", "rank_vs_ppl", "--runs", runs, "--correlations",
            tables / "correlations.csv", "--out", figures / "rank_vs_ppl.svg")
-    _audit("report", "figure", "--name", "strip", "--runs", runs, "--out", figures / "strip.svg")
+    _audit("report", "figure", "--name", "strip", "--runs", runs, "--config", study["stats_config"],
+           "--out", figures / "strip.svg")
     _audit("report", "figure", "--name", "wordsim_wins", "--wins", tables / "wordsim_wins.csv",
            "--out", figures / "wordsim_wins.svg")
     provenance = study["reports"] / "provenance.json"

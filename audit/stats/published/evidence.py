@@ -221,7 +221,7 @@ def claims_table(pub: pd.DataFrame, config: dict, comparisons: pd.DataFrame, set
                 ev = claims_mod.flip_row(ev) if flipped else ev
                 out = claims_mod.comparison_claim_row(dict(row, kind="comparison"), claim_c, ev,
                                                       "published_comparisons.csv", settings)
-                out["estimate_name"] = "diff = mean_a - mean_b (welch CI, from published mean/SD/n)"
+                out["estimate_name"] = out["estimate_name"].replace("(welch CI", "(from published mean/SD/n; welch CI")
                 out.update(_over_unstated_n(comparisons, ev, claim_c, flipped, settings, config, checks))
                 same = ev["n_basis_a"] == ev["n_basis_b"]
                 out.update(evidence_set=ev["set"],

@@ -69,3 +69,15 @@ def progress_seeds(config: dict, arm_dir) -> list[int]:
     spec = config["seeds"]
     return [s for i, s in enumerate(planned_seeds(config))
             if i < int(spec["initial"]) or (Path(arm_dir) / str(s)).is_dir()]
+
+
+def design_text(config: dict) -> str:
+    """How the study's seeds came, as the runs table records it (its ``design`` column, read by
+    the verdict matrix for the runs tables named under ``evidence:``): 'fixed: 10 seeds per arm',
+    or 'sequential: looks at 4, 7, 10 seeds per arm (initial 4, step 3, max 10)'."""
+    spec = config["seeds"]
+    if not is_sequential(config):
+        return f"fixed: {len(list(spec))} seeds per arm"
+    sizes = ", ".join(map(str, stage_sizes(spec)))
+    return (f"sequential: looks at {sizes} seeds per arm (initial {int(spec['initial'])}, step {int(spec['step'])}, "
+            f"max {int(spec['max'])})")
