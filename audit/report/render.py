@@ -254,7 +254,8 @@ def study_kind(present: dict) -> str:
 VERDICT_LABELS = {"not_informative": "not informative"}   # the reason says why (audit.stats.guard)
 VERDICT_LABELS["not_informative_at_scale"] = "not informative at this scale"   # audit.stats.one_sample_claims.SCALE_VERDICT
 VERDICT_LABELS.update(control_passed="control passed (holds by construction)",   # audit.stats.controls
-                      control_failed="control failed (holds by construction)")
+                      control_failed="control failed (holds by construction)",
+                      control_undecided="control undecided (holds by construction)")
 
 
 def verdict_text(verdict) -> str:

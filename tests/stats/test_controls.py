@@ -29,6 +29,13 @@ def test_the_hidden_size_claim_is_judged_as_a_control():
     assert "; the control: supported: rate of runs with hidden_gap_miss > 0 = 0/10" in row["reason"]
     missed = claims_table(runs.assign(hidden_gap_miss=3.0), dict(config, claims=[claim]), Settings(), None, None).iloc[0]
     assert missed["verdict"] == controls.FAILED
+    # four runs cannot show a rate below 0.5 (0/4: Clopper-Pearson's upper end 0.53): undecided,
+    # still a control, not an inconclusive claim
+    few = claims_table(runs.head(4), dict(config, claims=[claim]), Settings(), None, None).iloc[0]
+    assert few["verdict"] == controls.UNDECIDED and "the control: inconclusive" in few["reason"]
+    # a claim with no test keeps its "not run" reason, so the page lists it as not tested
+    absent = claims_table(runs.drop(columns="hidden_gap_miss"), dict(config, claims=[claim]), Settings(), None, None)
+    assert absent.iloc[0]["reason"].startswith("not run")
     plain = dict(claim)
     plain.pop("by_construction")
     assert claims_table(runs, dict(config, claims=[plain]), Settings(), None, None).iloc[0]["verdict"] == "supported"

@@ -36,6 +36,7 @@ from audit.errors import AuditError
 from audit.stats import claims as claims_mod
 from audit.stats.comparisons import COLUMNS as COMPARISON_COLUMNS, default_lower_is_better, expand_family, finalize
 from audit.stats.correlations import fisher_ci, partial_p
+from audit.stats.intervals import claim_interval
 from audit.stats.io import Settings
 from audit.stats.published import unstated
 from audit.stats.published.reproduce import reproduce
@@ -221,8 +222,12 @@ def claims_table(pub: pd.DataFrame, config: dict, comparisons: pd.DataFrame, set
                 ev = claims_mod.flip_row(ev) if flipped else ev
                 out = claims_mod.comparison_claim_row(dict(row, kind="comparison"), claim_c, ev,
                                                       "published_comparisons.csv", settings)
-                out["estimate_name"] = out["estimate_name"].replace("(welch CI", "(from published mean/SD/n; welch CI")
                 out.update(_over_unstated_n(comparisons, ev, claim_c, flipped, settings, config, checks))
+                # the interval of the verdict that stands (over an unstated n's set it can differ
+                # from the assumed n's): TOST's only where that verdict rests on equivalence
+                shown = claim_interval(claim_c["expect"], out["verdict"], ev, settings.alpha)
+                name = shown.pop("estimate_name", "diff = mean_a - mean_b (welch CI)")
+                out.update(shown, estimate_name=f"{name[:-1]}; from published mean/SD/n)")
                 same = ev["n_basis_a"] == ev["n_basis_b"]
                 out.update(evidence_set=ev["set"],
                            n_basis=ev["n_basis_a"] if same else f"A: {ev['n_basis_a']}; B: {ev['n_basis_b']}",
