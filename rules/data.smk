@@ -78,9 +78,14 @@ rule prepare_user_corpus:
         "python -m audit prepare --files {input.train:q} {input.valid:q} {input.test:q} --out {output} > {log} 2>&1"
 
 
-rule restrict_user_corpus:  # data.vocab_size on a user corpus, as restrict_corpus
+# data.vocab_size on a user corpus, as restrict_corpus, but from the files in one step: a valid or
+# test word never seen in training becomes <unk> like one past the K most frequent (the full
+# cache, without a cap, refuses it: audit/data/corpus.py prepare_files)
+rule restrict_user_corpus:
     input:
-        f"{RESULTS}/data/{{corpus}}/corpus.pt",
+        train=lambda wildcards: USER_FILES[wildcards.corpus]["train"],
+        valid=lambda wildcards: USER_FILES[wildcards.corpus]["valid"],
+        test=lambda wildcards: USER_FILES[wildcards.corpus]["test"],
     output:
         f"{RESULTS}/data/{{corpus}}/corpus_v{{vocab}}.pt",
     wildcard_constraints:
@@ -88,7 +93,8 @@ rule restrict_user_corpus:  # data.vocab_size on a user corpus, as restrict_corp
     log:
         f"logs/{STUDY}/data/prepare/{{corpus}}_v{{vocab}}.log",
     shell:
-        "python -m audit prepare --from-cache {input} --vocab-size {wildcards.vocab} --out {output} > {log} 2>&1"
+        "python -m audit prepare --files {input.train:q} {input.valid:q} {input.test:q} "
+        "--vocab-size {wildcards.vocab} --out {output} > {log} 2>&1"
 
 
 rule prepare_user_corpus_bpe:  # data.tokenizer: bpe on a user corpus, as prepare_corpus_bpe

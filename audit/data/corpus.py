@@ -8,7 +8,11 @@ the same on every machine.
 
 A study may scale the vocabulary down (``data.vocab_size: K``): ``restrict_vocab`` keeps the K
 most frequent training words and maps every other word to ``<unk>``, declared in the run's
-settings and shown in the audit with each split's ``<unk>`` rate, never hidden.
+settings and shown in the audit with each split's ``<unk>`` rate, never hidden. A valid or test
+word never seen in training is then the same case as a word past the first K (issue 49): under
+a cap it becomes ``<unk>`` too (``prepare_files(..., unseen_to_unk=True)``); without one it is
+an error unless the training text has ``<unk>`` itself (PTB, WikiText), as a model cannot score
+a word it has no id for.
 
 A user's corpus (``data.files`` of a study, ``audit/data/user.py``) is read the same way
 (``prepare_files``; ``audit/data/text.py`` reads plain or gzip files, strictly UTF-8).
@@ -67,22 +71,26 @@ class Corpus:
         return getattr(self, name)
 
 
-def prepare(folder: str | os.PathLike) -> Corpus:
+def prepare(folder: str | os.PathLike, unseen_to_unk: bool = False) -> Corpus:
     """Tokenise ``folder/{train,valid,test}.txt`` (``prepare_files``)."""
     folder = Path(folder)
-    return prepare_files({split: folder / f"{split}.txt" for split in SPLITS})
+    return prepare_files({split: folder / f"{split}.txt" for split in SPLITS}, unseen_to_unk)
 
 
-def prepare_files(paths: dict) -> Corpus:
+def prepare_files(paths: dict, unseen_to_unk: bool = False) -> Corpus:
     """Tokenise the files ``{split: path}`` (plain, or gzip when named ``.gz``) into a Corpus.
 
     The vocabulary is the training split's. A valid or test word outside it becomes ``<unk>``
     when the vocabulary has ``<unk>`` (PTB, WikiText-2 and many prepared corpora mark their rare
     words so), and is an error otherwise: a model cannot score a word it has no id for.
+    ``unseen_to_unk`` (a capped vocabulary, ``data.vocab_size``, whose ``restrict_vocab`` maps
+    rare words to ``<unk>`` anyway) maps them to ``<unk>`` even then: ``<unk>`` joins the
+    vocabulary with no training count, so it comes last until ``restrict_vocab`` counts it.
 
     Raises:
         AuditError: one line naming the file: missing, not UTF-8 (byte offset), a split without
-            a single word, or (no ``<unk>``) the line and the first word unseen in training.
+            a single word, or (no ``<unk>``, no ``unseen_to_unk``) the line and the first word
+            unseen in training.
     """
     texts = {}
     for split in SPLITS:
@@ -91,6 +99,9 @@ def prepare_files(paths: dict) -> Corpus:
             raise AuditError(f"{paths[split]}: the {split} split has no words")
     vocab = build_vocab(texts["train"])
     index = {word: i for i, word in enumerate(vocab)}
+    if unseen_to_unk and UNK not in index and any(t not in index for s in ("valid", "test") for t in texts[s]):
+        vocab.append(UNK)   # no training count: last, as build_vocab would order it
+        index[UNK] = len(vocab) - 1
     ids = {}
     for split, tokens in texts.items():
         if UNK not in index and any(t not in index for t in tokens):
@@ -174,7 +185,8 @@ def main(argv: list[str]) -> int:
                         help="a user corpus's three files (plain text, or gzip when named .gz)")
     source.add_argument("--from-cache", help="a corpus cache written by this verb (to restrict its vocabulary)")
     parser.add_argument("--vocab-size", type=int, default=None,
-                        help="word: keep the K most frequent training words; bpe: K subword tokens")
+                        help="word: keep the K most frequent training words, the rest and any valid or test "
+                             "word unseen in training -> <unk>; bpe: K subword tokens")
     parser.add_argument("--tokenizer", choices=["word", "bpe"], default="word",
                         help="bpe: train a byte-level BPE of --vocab-size tokens on the train split (audit/data/bpe.py)")
     parser.add_argument("--tokenizer-out", help="bpe: where to write the tokenizer's JSON (default: OUT with .json)")
@@ -182,10 +194,11 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.tokenizer == "bpe":
         return _main_bpe(args)
+    capped = args.vocab_size is not None      # then unseen words are <unk> like rare ones
     if args.files:
-        corpus = prepare_files(dict(zip(SPLITS, args.files)))
+        corpus = prepare_files(dict(zip(SPLITS, args.files)), unseen_to_unk=capped)
     else:
-        corpus = prepare(args.folder) if args.folder else load(args.from_cache)
+        corpus = prepare(args.folder, unseen_to_unk=capped) if args.folder else load(args.from_cache)
     if args.vocab_size is not None:
         corpus = restrict_vocab(corpus, args.vocab_size)
     save(corpus, args.out)

@@ -37,11 +37,29 @@ box's centre and half-widths; for [-a, a]^d, m = 0 and r = a):
    clips it). A row with w_j == w_c and b_j >= b_c makes c never a strict argmax. At most
    ``lp_budget`` tokens get the LP; the rest are reported ``unresolved``, never counted as
    either. The LP is solved by constraint generation: first on the ``LP_ROWS`` rivals closest
-   to beating c at clip(m + w_c), then again with the rows its solution violates, until it
-   violates none. Dropping rows can only raise r*, so a first solution that meets every row is
-   the whole LP's, and an infeasible subset proves the whole infeasible: the same r* (to 1e-12
-   on a trained default-size softmax) in about a fifth of the CPU time of one LP over all
-   V - 1 rows, which HiGHS spends mostly on rows that never bind.
+   to beating c at clip(m + w_c), then again with up to ``LP_ROWS`` more of the rows its
+   solution violates, until it violates none. Dropping rows can only raise r*, so a first
+   solution that meets every row is the whole LP's, an infeasible subset proves the whole
+   infeasible, and a subset's r* <= ``LP_TOL`` proves c unargmaxable at once: the same verdicts
+   and, for an argmaxable token, the same r* (to 1e-12 on a trained default-size softmax) in
+   about a fifth of the CPU time of one LP over all V - 1 rows, which HiGHS spends mostly on
+   rows that never bind.
+
+Bounds (issue 49: a token's constraint generation once re-solved the same LP for ever). The
+witness tier tries ``len(SCALES)`` + ``variants`` points per token, the dominated tier one pass
+over the V - 1 rivals, the braid tier ``patience`` reflections; the LP of one token stops at the
+first of: its working set stops growing (HiGHS returned a point that breaks only rows already in
+the set, by more than the absolute tolerance: easy on [-100, 100]^d, and re-solving gives the
+same point), ``LP_ROUNDS`` solves, ``LP_SECONDS`` wall seconds (its set-up, its solves and the
+work between them; each solve's HiGHS ``time_limit`` is what the token has left), or a HiGHS
+time or iteration limit. A token stopped so is *unresolved*, like those past ``lp_budget``
+(``ArgmaxResult.lp_unresolved`` counts it), unless the last point already makes c the strict
+argmax by > ``MARGIN`` (a witness, as in tier 1: argmaxable). So one LP token takes at most
+``LP_SECONDS`` plus the one round that may start just before the deadline (SciPy's set-up of at
+most ``LP_ROWS`` x ``LP_ROUNDS`` rows, one residual product A x over V - 1 rows), and the check
+at most ``lp_budget`` such tokens per box (``audit.plan.argmaxcost.argmax_lp_seconds`` plans
+exactly that). Only a token that reaches the time bound can depend on the machine's speed; the
+others' results are deterministic.
 
 A box given as a half-width a (a float) runs the formulas of [-a, a]^d as written for it, so its
 results are those the scalar test always gave; a per-coordinate box (lo, hi) runs the general
@@ -57,6 +75,7 @@ import numpy as np
 from scipy.optimize import linprog
 
 from audit.errors import AuditError
+from audit.evaluate.argmax_box import Box
 
 # the authors' box: Grivas et al. 2022 ran their LP with x in [-100, 100]^d whatever the model
 # (debate-since-2021.md, section 1). A larger box can only make more tokens argmaxable, so a
@@ -68,61 +87,13 @@ LP_TOL = 1e-7                     # r* above this: argmaxable (HiGHS tolerances 
 SCALES = (1.0, 10.0, 100.0)       # x = clip(m + s w_c): s = 100 reaches the corner of w_c's signs
 CHUNK = 256                       # tokens per block in the witness and braid tiers
 LP_ROWS = 64                      # rows of the LP's first working set, and most added per round
+# a token's LP bounds (module docstring), far above what a token needs: 20 planted tokens at
+# V = 10,000, d = 400 (`bench argmax`'s layer, one thread) took at most 6 solves and 0.27 CPU-s
+# over the authors' box, 3 solves over [-1, 1]^d; audit/plan/argmaxcost.py plans these figures
+LP_ROUNDS = 100                   # solves per token at most
+LP_SECONDS = 10.0                 # wall seconds per token: set-up, all its solves, the work between
+UNRESOLVED = float("nan")         # chebyshev_lp's value when a bound stopped it: neither verdict
 _HIGHS = {"primal_feasibility_tolerance": 1e-9, "dual_feasibility_tolerance": 1e-9}
-
-
-@dataclass(frozen=True)
-class Box:
-    """The input box [lo_1, hi_1] x ... x [lo_d, hi_d]; ``half`` is a when the box was given as
-    the half-width of [-a, a]^d (the scalar formulas then run, see the module docstring)."""
-
-    lo: np.ndarray
-    hi: np.ndarray
-    half: float | None = None
-
-    @classmethod
-    def of(cls, box, d: int) -> "Box":
-        """The box of a half-width a (float: [-a, a]^d), a pair (lo, hi) of length-d bounds, or a
-        ``Box``; a bad one is a one-line error naming it."""
-        if isinstance(box, Box):
-            if box.lo.shape != (d,):
-                raise AuditError(f"argmax box: {box.lo.size} coordinates for inputs of size {d}")
-            return box
-        if box is None or isinstance(box, (str, bytes)):
-            raise AuditError(f"argmax box must be a half-width or a pair (lo, hi), got {box!r}")
-        if np.isscalar(box) or (isinstance(box, np.ndarray) and box.ndim == 0):
-            try:
-                half = float(box)
-            except (TypeError, ValueError):
-                raise AuditError(f"argmax box must be a half-width or a pair (lo, hi), got {box!r}") from None
-            if not (np.isfinite(half) and half > 0):
-                raise AuditError(f"argmax box: half-width must be finite and > 0, got {box!r}")
-            return cls(np.full(d, -half), np.full(d, half), half)
-        try:
-            lo, hi = (np.asarray(v, dtype=np.float64).reshape(-1) for v in box)
-        except (TypeError, ValueError):
-            raise AuditError(f"argmax box must be a half-width or a pair (lo, hi), got {type(box).__name__}") from None
-        if lo.shape != (d,) or hi.shape != (d,):
-            raise AuditError(f"argmax box: lo and hi need {d} coordinates, got {lo.size} and {hi.size}")
-        if not (np.isfinite(lo).all() and np.isfinite(hi).all() and (lo <= hi).all()):
-            raise AuditError("argmax box: lo and hi must be finite with lo <= hi in every coordinate")
-        return cls(lo, hi)
-
-    @property
-    def centre(self) -> np.ndarray:
-        return (self.lo + self.hi) / 2
-
-    @property
-    def radius(self) -> np.ndarray:
-        """Half-widths, (d,)."""
-        return (self.hi - self.lo) / 2
-
-    def clip(self, x: np.ndarray) -> np.ndarray:
-        return np.clip(x, self.lo, self.hi)
-
-    def describe(self):
-        """eval.json's ``argmax_box``: the half-width, or {"lo": [...], "hi": [...]}."""
-        return self.half if self.half is not None else {"lo": self.lo.tolist(), "hi": self.hi.tolist()}
 
 
 @dataclass
@@ -132,8 +103,8 @@ class ArgmaxResult:
     clock overstates).
 
     ``unargmaxable`` are the token ids proved unargmaxable (by the dominated tier or the LP);
-    ``unresolved`` those left
-    when the LP budget ran out (neither proved argmaxable nor unargmaxable).
+    ``unresolved`` those neither proved argmaxable nor unargmaxable: past the LP budget, or
+    stopped by a bound of their LP (``lp_unresolved`` of them; module docstring).
     """
 
     witness: int
@@ -144,10 +115,14 @@ class ArgmaxResult:
     unargmaxable: np.ndarray
     unresolved: np.ndarray
     seconds: dict = field(default_factory=dict)
+    lp_unresolved: int = 0
 
     def summary(self) -> dict:
-        """eval.json fields (runs-table columns, docs/runs-table.md)."""
+        """eval.json fields (runs-table columns, docs/runs-table.md); ``argmax_lp_unresolved``,
+        the tokens a bound of their LP stopped, are among ``argmax_unresolved`` (eval.json only:
+        not a runs-table column)."""
         return {"unargmaxable": int(self.unargmaxable.size), "argmax_unresolved": int(self.unresolved.size),
+                "argmax_lp_unresolved": self.lp_unresolved,
                 "argmax_argmaxable": self.witness + self.braid + self.lp_argmaxable,
                 "argmax_witness_tokens": self.witness, "argmax_braid_tokens": self.braid,
                 "argmax_dominated_tokens": self.dominated,
@@ -165,7 +140,8 @@ def _certified(x: np.ndarray, tokens: np.ndarray, W: np.ndarray, b: np.ndarray) 
 
 
 def witness_tier(W, b, tokens, box, rng: np.random.Generator, variants: int = 4) -> np.ndarray:
-    """Boolean (len(tokens),): certified by a cheap witness x = clip(m + s w_c) or a seeded variant."""
+    """Boolean (len(tokens),): certified by a cheap witness x = clip(m + s w_c) or a seeded variant.
+    Bounded: ``len(SCALES)`` + ``variants`` candidate points, one (n, V) logit block each."""
     box = Box.of(box, W.shape[1])
     centre, radius = box.centre, box.radius
     done = np.zeros(len(tokens), dtype=bool)
@@ -185,7 +161,8 @@ def witness_tier(W, b, tokens, box, rng: np.random.Generator, variants: int = 4)
 
 def dominated_tier(W, b, tokens, box) -> np.ndarray:
     """Boolean (len(tokens),): proved unargmaxable by one rival j alone, l_j >= l_c on the whole
-    box, i.e. b_j - b_c + min over the box of (w_j - w_c) x >= 0 (module docstring)."""
+    box, i.e. b_j - b_c + min over the box of (w_j - w_c) x >= 0 (module docstring). Bounded:
+    one pass over the V rows per token, no iteration."""
     box = Box.of(box, W.shape[1])
     centre, radius = box.centre, box.radius
     out = np.zeros(len(tokens), dtype=bool)
@@ -201,7 +178,8 @@ def dominated_tier(W, b, tokens, box) -> np.ndarray:
 
 
 def braid_tier(W, b, tokens, box, patience: int = 100) -> np.ndarray:
-    """Boolean (len(tokens),): certified by braid reflection within ``patience`` steps."""
+    """Boolean (len(tokens),): certified by braid reflection within ``patience`` steps (the bound:
+    a token still unsettled after them leaves for the next tier)."""
     box = Box.of(box, W.shape[1])
     x = box.clip(box.centre + W[tokens])
     done = np.zeros(len(tokens), dtype=bool)
@@ -225,13 +203,26 @@ def braid_tier(W, b, tokens, box, patience: int = 100) -> np.ndarray:
     return done
 
 
-def chebyshev_lp(W: np.ndarray, b: np.ndarray, c: int, box) -> float:
-    """r* of the Chebyshev-ball LP for token c (see the module docstring); -1.0 if infeasible.
+def chebyshev_lp(W: np.ndarray, b: np.ndarray, c: int, box, rounds: int | None = None,
+                 seconds: float | None = None) -> float:
+    """r* of the Chebyshev-ball LP for token c (see the module docstring): -1.0 if infeasible, a
+    subset's r <= ``LP_TOL`` as soon as one proves c unargmaxable, ``UNRESOLVED`` (NaN: neither
+    > nor <= ``LP_TOL``) when a bound stopped it first.
 
     Args:
         W: (V, d) output matrix; b: (V,) bias; c: token id; box: the input box (``Box.of``: a
             half-width, or per-coordinate (lo, hi)).
+        rounds: at most this many solves (default ``LP_ROUNDS``).
+        seconds: wall seconds for the whole LP, set-up and solves (default ``LP_SECONDS``;
+            HiGHS's ``time_limit`` of each solve is what is left).
+
+    Bounded: at most ``rounds`` solves, each adding at least one row it did not have, so the
+    working set never exceeds ``LP_ROWS`` x ``rounds`` rows. Where a bound stops it but its last
+    point makes c the strict argmax by > ``MARGIN``, that point is a witness and the subset's
+    r (>= r*, > ``LP_TOL``) is returned.
     """
+    rounds = LP_ROUNDS if rounds is None else rounds
+    deadline = time.monotonic() + (LP_SECONDS if seconds is None else seconds)
     box = Box.of(box, W.shape[1])
     diff = np.delete(W, c, axis=0) - W[c]
     rhs = b[c] - np.delete(b, c)
@@ -247,17 +238,34 @@ def chebyshev_lp(W: np.ndarray, b: np.ndarray, c: int, box) -> float:
     # constraint generation (module docstring): the rivals nearest to beating c at clip(m + w_c)
     slack = rhs - A[:, :d] @ box.clip(box.centre + W[c])
     work = np.argsort(slack, kind="stable")[:LP_ROWS]
-    while True:
-        res = linprog(cost, A_ub=A[work], b_ub=rhs[work], bounds=bounds, method="highs", options=_HIGHS)
+    x = None
+    for _ in range(rounds):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        res = linprog(cost, A_ub=A[work], b_ub=rhs[work], bounds=bounds, method="highs",
+                      options={**_HIGHS, "time_limit": left})
         if res.status == 2:
             return -1.0
+        if res.status == 1:           # HiGHS's time (or iteration) limit: no optimum to build on
+            break
         if res.status != 0:
             raise AuditError(f"argmax LP for token {c}: HiGHS status {res.status} ({res.message})")
-        excess = A @ res.x - rhs
+        x = res.x
+        if x[-1] <= LP_TOL:           # the subset's r bounds the whole LP's from above
+            return float(x[-1])
+        excess = A @ x - rhs
         broken = np.flatnonzero(excess > _HIGHS["primal_feasibility_tolerance"])
         if broken.size == 0:
-            return float(res.x[-1])
-        work = np.union1d(work, broken[np.argsort(-excess[broken], kind="stable")[:LP_ROWS]])
+            return float(x[-1])
+        # only rows not yet in the set: one HiGHS held and then broke would be solved again as is
+        fresh = broken[~np.isin(broken, work)]
+        if fresh.size == 0:
+            break
+        work = np.union1d(work, fresh[np.argsort(-excess[fresh], kind="stable")[:LP_ROWS]])
+    if x is not None and _certified(x[None, :d], np.array([c]), W, b)[0]:
+        return float(x[-1])
+    return UNRESOLVED
 
 
 def _chunked(tier, W, b, tokens, *args) -> np.ndarray:
@@ -277,10 +285,14 @@ def check(W, b, box=1.0, seed: int = 0, patience: int = 100,
             passes the body's ``output_box`` or the head's ``argmax_box``.
         seed: seed of the witness tier's Generator.
         patience: braid-reflection steps per token.
-        lp_budget: at most this many LPs (None: no limit); the tokens beyond are unresolved.
+        lp_budget: at most this many LPs (None: no limit); the tokens beyond are unresolved,
+            and so is a token whose LP a bound stopped (``chebyshev_lp``).
 
     Returns:
         ``ArgmaxResult`` with tokens settled per tier and CPU seconds per tier.
+
+    Bounded: V tokens through the witness, dominated and braid tiers (fixed work each), then
+    at most ``lp_budget`` LPs, each within ``chebyshev_lp``'s bounds.
     """
     W = np.asarray(W, dtype=np.float64)
     b = np.zeros(W.shape[0]) if b is None else np.asarray(b, dtype=np.float64)
@@ -307,7 +319,9 @@ def check(W, b, box=1.0, seed: int = 0, patience: int = 100,
     radii = np.array([chebyshev_lp(W, b, int(c), box) for c in left[:budget]])
     seconds["lp"] = time.process_time() - start
     lp_no = left[:budget][radii <= LP_TOL]
+    stopped = left[:budget][np.isnan(radii)]      # a bound of their LP: neither verdict
     return ArgmaxResult(witness=witness, braid=braid, lp_argmaxable=int((radii > LP_TOL).sum()),
                         dominated=int(dominated.size), lp_unargmaxable=int(lp_no.size),
-                        unargmaxable=np.sort(np.concatenate([dominated, lp_no])), unresolved=left[budget:],
-                        seconds=seconds)
+                        unargmaxable=np.sort(np.concatenate([dominated, lp_no])),
+                        unresolved=np.sort(np.concatenate([stopped, left[budget:]])),
+                        seconds=seconds, lp_unresolved=int(stopped.size))

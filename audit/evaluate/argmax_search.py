@@ -37,6 +37,11 @@ Tokens are searched in id order (ids run in descending training frequency), at m
 of them; the rest are unresolved. The search runs on the CPU on float32 and float64 copies of the
 head (a GPU job's head is copied off the device) and is timed in CPU seconds
 (``time.process_time``), like the exact tiers.
+
+Bounded (issue 49): ``steps`` + 1 ascent turns per block of tokens (fewer when every token of the
+block is certified), ``budget`` tokens (``evaluate.argmax.search_tokens``) in blocks of
+``BLOCK_ENTRIES`` / (V x walkers): no turn waits on convergence, and a token the turns do not
+certify is unresolved (``audit.plan.argmaxcost.argmax_search_seconds`` plans every turn).
 """
 
 from __future__ import annotations

@@ -24,6 +24,10 @@ Mixtape's final logit of word x gates the components with per-word weights, so i
 does not factor through one W: it is not computed (its ``layer_logits`` is None, and so is
 ``pre_map``). A head from outside gets the measurement by declaring ``output_layer()`` and
 ``layer_logits`` (or ``from_logits``), like the built-in heads (docs/heads.md).
+
+Bounded (issue 49): one column-pivoted Householder QR of the V x (d + 1) matrix (direct, no
+iteration) and one projection per block of the first ``evaluate.gradient_share.contexts`` scored
+positions.
 """
 
 from __future__ import annotations

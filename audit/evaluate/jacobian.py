@@ -10,6 +10,10 @@ The Jacobian is V x d_in with V >> d_in, so it is computed in forward mode (torc
 d_in tangent passes) where the head allows it; heads built on custom autograd Functions (the
 fused GSS/PLIF kernels) cannot be traced by function transforms, and for them the V rows come
 from batched reverse-mode autograd instead (about V / d_in times the work, same result).
+
+Bounded (issue 49): per context d_in tangent passes (forward) or ceil(V / block) backward passes
+(reverse), then one batched SVD per ``SVD_BATCH`` contexts (LAPACK's gesdd, whose QR sweeps stop
+at LAPACK's own cap and raise on failure); ``evaluate.jacobian.contexts`` contexts in all.
 """
 
 from __future__ import annotations

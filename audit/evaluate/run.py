@@ -9,6 +9,17 @@ one row of the log-P matrix; the rows of the first ``contexts`` positions stream
 double-centred log-P are observers of that same pass, and the double-centred rows stream in a
 second pass over the same contexts. Perplexity uses all test positions, normalised by the
 number of predicted tokens (the reference divides by one more, a ~0.003 ppl underestimate).
+
+No step can run without end (issue 49); each module's docstring states its bound. The test split
+is streamed in ceil(N / bptt) chunks, at most three times (log-P with its observers, the
+double-centred rows of the hidden gap, the mapped logits f(l)); the spectra are one eigensolve
+each (``spectrum``: LAPACK's capped iterations raise, never loop); the Jacobian takes d_in or
+ceil(V / 512) passes per sampled context (``jacobian``); the gradient share one QR and a
+projection per block (``gradient_share``); the argmax test's tiers fixed work per token, at most
+``lp_budget`` LPs, each stopped by ``argmax.LP_ROUNDS``, ``argmax.LP_SECONDS`` or a working set
+that stops growing (the token then unresolved), and the witness search ``search_steps`` turns
+for ``search_tokens`` tokens (``argmax``, ``argmax_search``); top-k, word similarity and the
+baselines are single passes. ``audit.plan.resources.evaluate_minutes`` plans each bound.
 """
 
 from __future__ import annotations

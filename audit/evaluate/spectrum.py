@@ -12,6 +12,12 @@ magnitude below the float32 Press tolerance (~1.8e-5 of the largest for PTB).
 When the stream is short (m <= n) the n x n Gram would be wasteful (2,000 x 10,000 would need a
 10,000^2 eigensolve), so rows are buffered while m <= n and, if the stream ends there, the m x m
 row Gram A A^T is used instead; both have the same nonzero eigenvalues.
+
+Bounded (issue 49): one pass over a finite stream (each block loop of ``add`` takes at least one
+row a turn), then one symmetric eigensolve. That solve (LAPACK's divide and conquer, syevd, in
+SciPy or torch) iterates only inside LAPACK, whose QL/QR sweeps and secular-equation solves stop
+at LAPACK's own caps (30 n sweeps, 30 steps a root) and report a failure, which SciPy and torch
+raise (LinAlgError): never a loop here.
 """
 
 from __future__ import annotations

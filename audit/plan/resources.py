@@ -28,7 +28,8 @@ Model (every constant below says where it comes from):
   does the spectrum of the mapped logits f(l) (every built-in head has ``transformed_logits``);
   the gradient share costs its scored tokens x components x V (d + 1) (``python -m audit bench
   vocab``); the argmax test of the heads with an exact one (``order_preserving``) costs its cheap tiers (V^2 d) plus at most
-  ``evaluate.argmax.lp_budget`` LPs, that of the others (the witness search) at most
+  ``evaluate.argmax.lp_budget`` LPs per box, each at most its time bound and one round past it
+  (``argmax_lp_seconds``: issue 49), that of the others (the witness search) at most
   ``evaluate.argmax.search_tokens`` tokens x (``search_steps`` + the starts) forward and
   backward passes of the head (``python -m audit bench argmax``).
 
@@ -47,6 +48,12 @@ from pathlib import Path
 import yaml
 
 from audit.plan import bodycost
+# the argmax test's figures (their own module), also read as resources.* by the tests and benches
+from audit.plan.argmaxcost import (  # noqa: F401
+    ARGMAX_BOXES, ARGMAX_CHEAP_PER_PAIR, ARGMAX_CHEAP_PER_TOKEN, ARGMAX_CHEAP_SECONDS, ARGMAX_LP_MAX_ROWS,
+    ARGMAX_LP_ROW_ENTRY_SECONDS, ARGMAX_LP_SECONDS, ARGMAX_LP_VOCAB_ENTRY_SECONDS,
+    ARGMAX_SEARCH_SECONDS_PER_MAC, ARGMAX_SEARCH_START_PASSES, ARGMAX_SEARCH_STEP_SECONDS,
+    argmax_cheap_seconds, argmax_lp_seconds, argmax_search_seconds)
 from audit.errors import AuditError
 from audit.model.heads.traits import head_traits
 
@@ -92,37 +99,6 @@ CPU_ANCHORS = [
 GRAM_FLOPS = (82_429 * 10_000**2 + 2 * 10_000**3) / 405.8
 
 STARTUP_SECONDS = 120  # imports, corpus load, model build, final save
-# the argmax test (audit/evaluate/argmax.py, on the CPU even in a GPU job), run over two boxes for
-# the heads with the exact test (the body's and the authors' [-100, 100]^d, ARGMAX_BOXES), each
-# with its own LP budget: issue 24 measured one LP over all V - 1 rows at V = 10,000, d = 400 in
-# 5.5-11 s; solved by constraint generation it now takes 0.25 CPU-s there (`bench argmax`), but a
-# token whose LP needs many rounds can approach the one-call cost, so the upper figure stays the
-# request's ceiling
-ARGMAX_BOXES = 2
-ARGMAX_LP_SECONDS = 11.0
-# the witness, dominated and braid tiers, per box: 8.0 CPU-s at V = 10,000, d = 400, where the
-# V^2 d products dominate; at small d many more tokens reach the dominance and braid tiers, whose
-# cost grows as V^2 plus a braid walk per token: 1.7, 2.8, 6.0 and 38.5 CPU-s at V = 2,000, 3,000,
-# 5,000 and 16,000, d = 64 (bench argmax's layer, one thread; d = 64 was the slowest of d = 16-400
-# at V = 3,000), fitted by the two constants below; a box costs the larger of the two regimes
-ARGMAX_CHEAP_SECONDS = 8.0 / (10_000**2 * 400)
-ARGMAX_CHEAP_PER_PAIR, ARGMAX_CHEAP_PER_TOKEN = 1.1e-7, 6.5e-4
-# the heads with the exact test declare ``order_preserving`` (audit/evaluate/debate.py: an increasing
-# map of W x + b, or MoC's one softmax over W xbar + b)
-# the witness search of the other heads (audit/evaluate/argmax_search.py): CPU seconds of one
-# token's ascent step (forward and backward of the head) per multiply-add of the head's forward,
-# timed at PTB paper size (MoS, 15 experts, d' = 620, d = 280: 4.4 ms per token-step for 44.6M
-# multiply-adds on a full block; `bench argmax` measured 0.32 s for a token that runs all 100
-# steps, so this errs long); a token costs at most its steps plus ~20 passes (the centre's
-# gradient, the starts' forward, every start's PROBE steps, the float64 re-checks)
-ARGMAX_SEARCH_SECONDS_PER_MAC = 4.4e-3 / 44.6e6
-ARGMAX_SEARCH_START_PASSES = 20
-# ... plus a fixed cost per token-step, which the paper size hides and a small head shows: `bench
-# argmax` (one thread) gave 33 us to 0.65 ms a token-step at 34 thousand to 2 million multiply-adds
-# (V = 500-8,000, K = 2-15, d = 32-64), 1.3-7x the per-MAC rate alone (the default study's MoS:
-# 15-17 ms a token here, 25 ms on the H200 node's CPU, where 3 ms was planned); 0.45 ms bounds
-# every one of them and adds 10% at paper size
-ARGMAX_SEARCH_STEP_SECONDS = 4.5e-4
 # the gradient share (audit/evaluate/gradient_share.py): per scored token and component, the
 # backward of the head's log-P to its logits and the float64 projection of that gradient onto
 # col([W, 1]), V x (d + 1) multiply-adds; CPU seconds per V (d + 1) entry of one token's component,
@@ -321,33 +297,14 @@ def gradient_share_seconds(settings: dict) -> float:
 
 def argmax_seconds(settings: dict) -> float:
     """CPU seconds of the argmax test at most: a head that declares ``order_preserving`` gets the
-    cheap tiers and at most ``lp_budget`` LPs over each of its two boxes, any other the witness
-    search (over the body's box alone)."""
+    cheap tiers and at most ``lp_budget`` LPs over each of its two boxes, each LP within its
+    bound (``argmax_lp_seconds``), any other the witness search (over the body's box alone)."""
     n = vocab_of(settings)
     if head_traits(settings["head"]).order_preserving:
-        return ARGMAX_BOXES * (argmax_cheap_seconds(n, _dims(settings)["emb_size"])
-                               + ARGMAX_LP_SECONDS * settings["evaluate"]["argmax"]["lp_budget"])
+        d = _dims(settings)["emb_size"]
+        lps = min(n, settings["evaluate"]["argmax"]["lp_budget"])
+        return ARGMAX_BOXES * (argmax_cheap_seconds(n, d) + lps * argmax_lp_seconds(n, d))
     return argmax_search_seconds(settings, n)
-
-
-def argmax_cheap_seconds(vocab: int, d: int) -> float:
-    """CPU seconds of the witness, dominated and braid tiers over one box, for a (V, d) layer."""
-    return max(ARGMAX_CHEAP_SECONDS * vocab * vocab * d,
-               ARGMAX_CHEAP_PER_PAIR * vocab * vocab + ARGMAX_CHEAP_PER_TOKEN * vocab)
-
-
-def argmax_search_seconds(settings: dict, vocab: int) -> float:
-    """CPU seconds of the witness search at most: every searched token runs all its steps, each a
-    fixed cost plus the head's multiply-adds per position: a mixture's latent layer (d' -> K d)
-    and K decoders (d x V), K the head's ``search_decoders`` (Mixtape's 4; an outside head's
-    default, its ``components``: one, the softmax's)."""
-    dims, options = _dims(settings), settings["evaluate"]["argmax"]
-    d, last = dims["emb_size"], dims["last_size"] or dims["emb_size"]
-    experts = head_traits(settings["head"]).search_decoders(settings.get("options", {}))
-    macs = (last * experts * d if experts > 1 else 0) + experts * d * vocab
-    tokens = vocab if options["search_tokens"] == "all" else min(vocab, int(options["search_tokens"]))
-    passes = options["search_steps"] + ARGMAX_SEARCH_START_PASSES
-    return (ARGMAX_SEARCH_STEP_SECONDS + ARGMAX_SEARCH_SECONDS_PER_MAC * macs) * tokens * passes
 
 
 def _mb(n_bytes: float, gpu: bool) -> int:

@@ -34,7 +34,9 @@ EXTRA_COLUMNS = [  # present when the head has an element-wise transform f of th
     # the measurements since 2021 (audit/evaluate/debate.py); empty where a head has none
     "unargmaxable", "argmax_argmaxable", "argmax_unresolved", "argmax_seconds", "argmax_note",
     # ... the same exact test over Grivas et al.'s box [-100, 100]^d (the body's box above)
-    "unargmaxable_box100", "argmax_unresolved_box100", "argmax_seconds_box100", "gradient_share",
+    "unargmaxable_box100", "argmax_unresolved_box100", "argmax_seconds_box100",
+    # ... of the unresolved, the tokens a bound of their LP stopped (issue 49), per box
+    "argmax_lp_unresolved", "argmax_lp_unresolved_box100", "gradient_share",
     "gradient_norm_share", "gradient_share_tokens", "gradient_share_note", "hidden_gap_dim",
     "hidden_gap_ratio", "hidden_gap_expected", "hidden_gap_miss", "hidden_gap_residual", "hidden_gap_ok",
     # why a measurement is missing: "not measured: ..." where the head or body does not support it

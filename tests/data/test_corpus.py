@@ -150,3 +150,51 @@ def test_bad_input_leaves_no_cache_behind(tmp_path):
     paths["test"].write_text("a b\n")
     assert main(["--files", *(str(paths[s]) for s in SPLITS), "--out", str(out)]) == 0
     assert load(out).vocab == [EOS, "a", "b"] and [p.name for p in out.parent.iterdir()] == ["corpus.pt"]
+
+
+# own text as users bring it (issue 49): words carry their punctuation, and no <unk> anywhere
+OWN_TEXTS = {"train": "The ability to read the text.\nthe reader reads the text.\n",
+             "valid": "the ability, to read\n", "test": "to read the text,\nreads\n"}
+
+
+def test_a_capped_vocabulary_maps_words_unseen_in_training_to_unk(tmp_path):
+    """With data.vocab_size a valid or test word never seen in training is <unk>, as a word past the
+    first K is; without it the one-line error stays (test_unseen_word_without_unk_...)."""
+    from audit.data.corpus import UNK, restrict_vocab, unk_rate
+
+    paths = _files(tmp_path, OWN_TEXTS)
+    with pytest.raises(AuditError, match=r"valid\.txt: line 1: token 'ability,' is not in the training vocabulary"):
+        prepare_files(paths)
+    full = prepare_files(paths, unseen_to_unk=True)
+    # the 9 training words (the 3, <eos> 2, text. 2, then the 1s by the word) and <unk> last: it
+    # has no training count
+    assert full.vocab == ["the", EOS, "text.", "The", "ability", "read", "reader", "reads", "to", UNK]
+    words = lambda corpus, split: [corpus.vocab[i] for i in corpus.split(split).tolist()]
+    assert words(full, "valid") == ["the", UNK, "to", "read", EOS]             # 'ability,' unseen
+    assert words(full, "test") == ["to", "read", "the", UNK, EOS, "reads", EOS]  # 'text,' unseen
+    assert unk_rate(full, "train") == 0.0 and unk_rate(full, "valid") == 1 / 5 and unk_rate(full, "test") == 1 / 7
+    # the cap: K entries, <unk> among them, the unseen and the rare words alike
+    small = restrict_vocab(full, 4)
+    assert small.vocab == [UNK, "the", EOS, "text."]    # <unk> now counts the 6 rare training words
+    assert words(small, "valid") == ["the", UNK, UNK, UNK, EOS] and unk_rate(small, "valid") == 3 / 5
+    assert unk_rate(small, "train") == 6 / 13
+    # a cap at the training vocabulary's own size (9 types): the least frequent word makes room for <unk>
+    assert len(restrict_vocab(full, 9).vocab) == 9
+
+
+def test_prepare_with_a_vocab_size_takes_own_text_as_it_is(tmp_path, capsys):
+    """`python -m audit prepare --files ... --vocab-size K` (the workflow's restrict_user_corpus):
+    unseen words are <unk>, and each split's <unk> share is printed; without --vocab-size the
+    error names the file, line and word."""
+    from audit.data.corpus import UNK, main
+
+    paths = _files(tmp_path, OWN_TEXTS)
+    files = [str(paths[s]) for s in SPLITS]
+    out = tmp_path / "corpus_v5.pt"
+    assert main(["--files", *files, "--vocab-size", "5", "--out", str(out)]) == 0
+    corpus = load(out)
+    assert len(corpus.vocab) == 5 and UNK in corpus.vocab
+    assert "valid 5 (60.00% <unk>)" in capsys.readouterr().out
+    with pytest.raises(AuditError, match=r"valid\.txt: line 1: token 'ability,' is not in the training vocabulary "
+                                         r"\(which has no <unk> to map it to\)$"):
+        main(["--files", *files, "--out", str(tmp_path / "corpus.pt")])

@@ -1,3 +1,5 @@
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 from scipy.optimize import linprog
@@ -210,3 +212,75 @@ def test_constraint_generation_gives_the_lp_over_all_rows(rows, monkeypatch):
     assert 5 < argmaxable < len(tokens) - 5          # both outcomes are exercised
     if rows == 4:
         assert len(rounds) > 2 * len(tokens)         # most tokens took more than one round
+
+
+class StuckHighs:
+    """A linprog stand-in that returns one fixed "optimal" point (x, r) whatever rows it is given,
+    as HiGHS did on a [-100, 100]^d LP whose point broke a row already in its working set (issue
+    49). It raises after ``limit`` calls, so a loop that never ends fails instead of hanging."""
+
+    def __init__(self, point, limit=1000, status=0):
+        self.point, self.limit, self.status = np.asarray(point, dtype=float), limit, status
+        self.calls, self.time_limits = 0, []
+
+    def __call__(self, cost, A_ub, b_ub, bounds, method, options):
+        self.calls += 1
+        if self.calls > self.limit:
+            raise RuntimeError(f"linprog called {self.limit} times for one token: the loop does not end")
+        self.time_limits.append(options.get("time_limit"))
+        return SimpleNamespace(status=self.status, x=self.point.copy(), message="stub")
+
+
+# the token inside the corners' hull (unargmaxable: only the LP settles it) and a point for it at
+# the corner (1, 1) with r = 0.5: corner 0's row, in the first working set (V - 1 < LP_ROWS), is
+# broken by 1.5, and corner 0 beats the token there, so the point is no witness either
+HULL = np.vstack([CORNERS, [0.1, 0.05]])
+
+
+def test_an_lp_whose_point_breaks_a_row_of_its_working_set_ends_unresolved(monkeypatch):
+    stuck = StuckHighs([1.0, 1.0, 0.5])
+    monkeypatch.setattr(argmax, "linprog", stuck)
+    r = argmax.chebyshev_lp(HULL, np.zeros(5), 4, 1.0)
+    assert np.isnan(r) and not r > argmax.LP_TOL and not r <= argmax.LP_TOL
+    assert stuck.calls == 1            # the set did not grow: re-solving it would give the same point
+    assert 0 < stuck.time_limits[0] <= argmax.LP_SECONDS     # and the solve was timed
+    # the check reports it unresolved, counted apart, and in no tier's tokens
+    res = argmax.check(HULL, np.zeros(5), box=argmax.AUTHORS_BOX)
+    assert res.unresolved.tolist() == [4] and res.lp_unresolved == 1 and res.unargmaxable.size == 0
+    summary = res.summary()
+    assert summary["argmax_unresolved"] == 1 and summary["argmax_lp_unresolved"] == 1
+    assert summary["argmax_lp_tokens"] == 0 and summary["argmax_argmaxable"] == 4
+
+
+def test_a_stuck_point_that_makes_the_token_the_argmax_is_a_witness(monkeypatch):
+    # bias 1: the token wins at x = 0 by 1; r = 1 breaks its rows (norms ~1.4 > 1) but x is a witness
+    b = np.array([0.0, 0.0, 0.0, 0.0, 1.0])
+    monkeypatch.setattr(argmax, "linprog", StuckHighs([0.0, 0.0, 1.0]))
+    assert argmax.chebyshev_lp(HULL, b, 4, 1.0) == 1.0
+
+
+def test_the_time_and_round_bounds_leave_the_token_unresolved(monkeypatch):
+    # HiGHS's time limit (scipy status 1): no point, unresolved
+    timed_out = StuckHighs([0.0, 0.0, 0.0], status=1)
+    monkeypatch.setattr(argmax, "linprog", timed_out)
+    assert np.isnan(argmax.chebyshev_lp(HULL, np.zeros(5), 4, 1.0)) and timed_out.calls == 1
+    # no time left: not even one solve
+    never = StuckHighs([0.0, 0.0, 0.0])
+    monkeypatch.setattr(argmax, "linprog", never)
+    assert np.isnan(argmax.chebyshev_lp(HULL, np.zeros(5), 4, 1.0, seconds=0.0)) and never.calls == 0
+
+
+def test_the_round_bound_stops_a_token_that_needs_more_rounds(monkeypatch):
+    # one row added per round: an unargmaxable token of this layer needs several (no point of a
+    # subset is a witness for it); with 2 rounds it is unresolved
+    monkeypatch.setattr(argmax, "LP_ROWS", 1)
+    rng = np.random.default_rng(11)
+    W, b = rng.normal(size=(400, 5)), 0.3 * rng.normal(size=400)
+    calls = []
+    real_linprog = argmax.linprog
+    monkeypatch.setattr(argmax, "linprog", lambda *a, **k: calls.append(1) or real_linprog(*a, **k))
+    needs = {c: (calls.clear(), argmax.chebyshev_lp(W, b, c, 1.0), len(calls))[1:] for c in range(0, 400, 40)}
+    c, (r, rounds) = next((c, v) for c, v in needs.items() if v[1] > 3 and v[0] <= argmax.LP_TOL)
+    calls.clear()
+    assert np.isnan(argmax.chebyshev_lp(W, b, c, 1.0, rounds=2)) and len(calls) == 2
+    assert argmax.chebyshev_lp(W, b, c, 1.0, rounds=rounds) == r

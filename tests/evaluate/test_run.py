@@ -165,3 +165,48 @@ def test_every_measurement_runs_on_the_transformer_body(head, ptb_corpus, mirror
     arrays = np.load(tmp_path / "spectrum.npz")
     assert len(arrays["log_p_sv"]) == min(300, result["vocab_size"])
     assert (tmp_path / "topk.csv").read_text().count("\n") > 1
+
+
+# `python -m audit evaluate` with HiGHS replaced by a solver stuck on one point: the lower corner of
+# the LP's box with r = 1, which breaks rows already in the working set, whatever rows it is given
+# (issue 49: the job stayed in the argmax LP for over ten minutes at 100% CPU)
+STUCK_EVALUATE = """
+import sys, types
+import numpy as np
+from audit.evaluate import argmax, run
+
+def stuck(cost, A_ub, b_ub, bounds, method, options):
+    return types.SimpleNamespace(status=0, x=np.array([lo for lo, _ in bounds[:-1]] + [1.0]), message="stub")
+
+argmax.linprog = stuck
+sys.exit(run.main(sys.argv[1:]))
+"""
+
+
+def test_an_evaluate_job_whose_lp_never_settles_ends_with_the_tokens_unresolved(ptb_corpus, mirror, tmp_path):
+    """The job under a wall-time cap: it ends, with the LP's tokens unresolved. A 500-word PTB run
+    keeps the job short (its argmax tiers take a second, not the minutes of the 10,000-word one)."""
+    import subprocess
+    import sys
+
+    from audit.data.corpus import restrict_vocab, save
+
+    corpus = tmp_path / "corpus_v500.pt"
+    save(restrict_vocab(load(ptb_corpus), 500), corpus)
+    run_dir = tmp_path / "run"
+    train_and_sharpen(tiny_settings(head="sigsoftmax", epochs=1, alpha=0.0, beta=0.0), corpus, run_dir)
+    args = ["--run-dir", str(run_dir), "--corpus", str(corpus), "--wordsim-dir", str(mirror / "wordsim"),
+            "--options", json.dumps(TINY_EVALUATE)]
+    # the wall-time cap: the job takes ~5 s here; before the bounds it never ended
+    proc = subprocess.run([sys.executable, "-c", STUCK_EVALUATE, *args], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads((run_dir / "eval.json").read_text())
+    # every token the LP budget (20 per box) let in is stopped by a bound: unresolved in both boxes
+    # (but a token the stuck point happens to make the argmax: a witness), and counted apart
+    for box in ("", "_box100"):
+        stopped = result[f"argmax_lp_unresolved{box}"]
+        assert 19 <= stopped <= 20 and result[f"argmax_unresolved{box}"] > stopped, box
+    settled = sum(result[f"argmax_{t}_tokens"] for t in ("witness", "braid", "dominated", "lp"))
+    assert settled + result["argmax_unresolved"] == 500 and result["argmax_lp_tokens"] <= 1
+    table = pd.read_csv(run_dir / "argmax_tokens.csv")
+    assert (table["status"] == "unresolved").sum() == result["argmax_unresolved"]

@@ -389,3 +389,42 @@ def test_the_witness_search_plan_covers_a_small_head():
             "tokens=planted)\nprint((time.process_time() - start) / planted.size)")
     measured = one_thread_figure(code)
     assert measured <= resources.SAFETY["cpu"] * per_token, (measured, per_token)
+
+
+def test_the_plan_holds_the_argmax_lps_bounds(monkeypatch):
+    """Each LP token of each box is planned at its bound (issue 49): the time bound and the one
+    round past it. Timed on a token whose solver never settles (each solve takes up to 50 ms of
+    its time limit and returns a point breaking rows not yet in the set, so the rounds go on until
+    the deadline), with the bound cut to 0.5 s in both modules, at V = 16,000, d = 64."""
+    import time
+    import types
+
+    import numpy as np
+
+    from audit.bench.argmax import layer
+    from audit.evaluate import argmax
+    from audit.plan import argmaxcost
+
+    # the planner mirrors the evaluation's bounds (it may not import audit.evaluate)
+    assert resources.ARGMAX_LP_SECONDS == argmax.LP_SECONDS
+    assert resources.ARGMAX_LP_MAX_ROWS == argmax.LP_ROWS * argmax.LP_ROUNDS
+    s = settings("default.yaml", "ptb", "softmax", device="cpu")
+    V, d, budget = s["vocab_size"], s["model"]["emb_size"], s["evaluate"]["argmax"]["lp_budget"]
+    assert resources.argmax_seconds(s) == pytest.approx(resources.ARGMAX_BOXES * (
+        resources.argmax_cheap_seconds(V, d) + min(V, budget) * resources.argmax_lp_seconds(V, d)))
+
+    def slow(cost, A_ub, b_ub, bounds, method, options):
+        time.sleep(min(options["time_limit"], 0.05))
+        return types.SimpleNamespace(status=0, x=np.array([lo for lo, _ in bounds[:-1]] + [1.0]), message="stub")
+
+    V, d = 16_000, 64
+    W, b, planted = layer(V, d, 0.1, 3, 0)
+    monkeypatch.setattr(argmax, "linprog", slow)
+    monkeypatch.setattr(argmax, "LP_SECONDS", 0.5)
+    monkeypatch.setattr(argmaxcost, "ARGMAX_LP_SECONDS", 0.5)      # where argmax_lp_seconds reads it
+    assert resources.argmax_lp_seconds(V, d) < 0.6
+    start = time.monotonic()
+    radii = [argmax.chebyshev_lp(W, b, int(c), argmax.AUTHORS_BOX) for c in planted]
+    measured = (time.monotonic() - start) / len(planted)
+    assert np.isnan(radii).all() and measured >= 0.5
+    assert measured <= resources.SAFETY["cpu"] * resources.argmax_lp_seconds(V, d), measured
