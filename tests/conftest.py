@@ -1,4 +1,5 @@
-"""Shared fixtures: the offline data mirror beside the checkout, and a tiny prepared corpus."""
+"""Shared fixtures: the offline data mirror beside the checkout, a tiny prepared corpus, and one
+finished smoke study for the session (support/smoke.py)."""
 
 import os
 from pathlib import Path
@@ -27,3 +28,33 @@ def ptb_corpus(mirror, tmp_path_factory):
     path = tmp_path_factory.mktemp("ptb") / "corpus.pt"
     save(prepare(mirror / "ptb"), path)
     return path
+
+
+@pytest.fixture(scope="session")
+def smoke_study(mirror, tmp_path_factory):
+    """The smoke study (configs/smoke.yaml) run once through the whole Snakemake DAG, shared by every
+    test that only needs a finished one (tests/test_pipeline.py, tests/test_slurm.py). Read it;
+    copy it with ``support.smoke.copy`` before changing it: at the end of the session this fixture
+    fails if any file in it was changed, added or removed."""
+    from support import smoke
+
+    workdir = smoke.finish(tmp_path_factory.mktemp("smoke-study"), mirror)
+    before = smoke.snapshot(workdir)
+    yield workdir
+    changed = smoke.changed(before, smoke.snapshot(workdir))
+    assert not changed, (f"a test changed the shared smoke study instead of a copy (support.smoke.copy): "
+                         f"{len(changed)} files, e.g. {changed[:5]}")
+
+
+@pytest.fixture(scope="session")
+def outside_study(mirror, tmp_path_factory):
+    """(work folder, Snakemake run) of one study of outside heads and bodies through the whole DAG,
+    shared by tests/test_outside_head.py and tests/test_outside_measurements.py (support/outside.py).
+    Read only: at the end of the session this fixture fails if any file in it was changed."""
+    from support import outside, smoke
+
+    workdir, proc = outside.finish(tmp_path_factory.mktemp("outside-study"), mirror)
+    before = smoke.snapshot(workdir)
+    yield workdir, proc
+    changed = smoke.changed(before, smoke.snapshot(workdir))
+    assert not changed, f"a test changed the shared outside-parts study: {len(changed)} files, e.g. {changed[:5]}"

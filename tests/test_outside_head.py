@@ -1,54 +1,36 @@
 """A head from outside the repository (docs/heads.md's example in a temporary package on
 PYTHONPATH) audited through the whole Snakemake DAG: trained, evaluated, counted, matched by
-softmax_matched, compared with softmax and reported, like a built-in head."""
+softmax_matched, compared with softmax and reported, like a built-in head.
+
+The study is the session's ``outside_study`` (tests/conftest.py, support/outside.py; issue 48),
+shared with tests/test_outside_measurements.py: the arms softmax, tempered and softmax_matched of
+this test at the size this test ran alone (two seeds, one epoch, 20,000 training tokens, 200
+contexts), beside that test's forward-only head and GRU body; this test asserts on its own three
+arms and on its comparison row (tempered against softmax in the one family, now with those arms'
+rows beside it). It still proves what it did: the whole study's Snakemake run exits 0, and each
+of these arms is trained, evaluated, counted, matched and reported as before.
+"""
 
 import json
 import math
-import os
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
 import torch
-import yaml
 
-from tests.helpers import doc_example, write_package
-from tests.test_pipeline import copy_workflow
+from support.outside import STUDY, TEMPERATURE as IMPORT
 
-IMPORT = "outside_heads.temperature:TemperatureSoftmax"
-
-
-def study(workdir) -> dict:
-    config = yaml.safe_load((workdir / "configs" / "smoke.yaml").read_text())
-    config.update(study="outside", seeds=[1, 2])
-    config["heads"] = [{"name": "softmax"},
-                       {"name": "tempered", "import": IMPORT, "options": {"init_temperature": 2.0}},
-                       {"name": "softmax_matched", "options": {"match": "tempered"}}]
-    config["data"]["max_tokens"] = {"train": 20000, "valid": 2000, "test": 2000}
-    config["train"]["epochs"] = 1
-    config["evaluate"]["contexts"] = 200
-    # the first family only (smoke.yaml's gradient-share family names sigsoftmax, absent here)
-    config["comparisons"] = [{**config["comparisons"][0], "against": ["tempered"]}]
-    config["stats"].update(min_seeds=2, bootstrap_resamples=200)
-    return config
+ARMS = ("softmax", "softmax_matched", "tempered")
 
 
 @pytest.mark.slow
-def test_outside_head_is_audited_through_the_dag(tmp_path, mirror):
-    (tmp_path / "work").mkdir()
-    workdir = copy_workflow(tmp_path / "work")
-    (workdir / "configs" / "outside.yaml").write_text(yaml.safe_dump(study(workdir)))
-    packages = write_package(tmp_path / "site", "outside_heads", {"temperature": doc_example("heads.md")})
-    path = os.pathsep.join(p for p in (str(packages), os.environ.get("PYTHONPATH")) if p)
-    env = {**os.environ, "AUDIT_DATA_MIRROR": str(mirror), "PYTHONPATH": path}
-    proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", "configs/outside.yaml"],
-                          cwd=workdir, env=env, capture_output=True, text=True, timeout=1800)
+def test_outside_head_is_audited_through_the_dag(outside_study):
+    workdir, proc = outside_study
     assert proc.returncode == 0, proc.stderr[-3000:]
 
-    runs = pd.read_csv(workdir / "reports" / "outside" / "runs.csv")
-    assert sorted(zip(runs["head"], runs["seed"])) == [(h, s) for h in ("softmax", "softmax_matched", "tempered")
-                                                       for s in (1, 2)]
+    runs = pd.read_csv(workdir / "reports" / STUDY / "runs.csv")
+    runs = runs[runs["head"].isin(ARMS)]
+    assert sorted(zip(runs["head"], runs["seed"])) == [(h, s) for h in ARMS for s in (1, 2)]
     assert (runs["status"] == "ok").all() and runs["test_ppl"].between(1, 10_000).all()
     d = 16  # smoke.yaml's emb_size
     # a temperature rescales every context alike: its transformed_logits (l / tau) have the rank
@@ -57,14 +39,15 @@ def test_outside_head_is_audited_through_the_dag(tmp_path, mirror):
     assert (runs["f_logits_press_rank"] == d + 1).all() and (runs["press_rank"] <= d + 2).all()
     params = runs.groupby("head")["n_params"].first()
     assert params["tempered"] == params["softmax"] + 1 == params["softmax_matched"] + 1
-    metrics = json.loads((workdir / "results" / "outside" / "runs" / "ptb" / "tempered" / "1" / "metrics.json")
+    metrics = json.loads((workdir / "results" / STUDY / "runs" / "ptb" / "tempered" / "1" / "metrics.json")
                          .read_text())
     assert metrics["settings"]["head"] == IMPORT
-    state = torch.load(workdir / "results" / "outside" / "runs" / "ptb" / "tempered" / "1" / "model.pt",
+    state = torch.load(workdir / "results" / STUDY / "runs" / "ptb" / "tempered" / "1" / "model.pt",
                        weights_only=False)["state"]
     assert state["head.log_temperature"].item() != pytest.approx(math.log(2.0))   # trained, in its own group
-    comparisons = pd.read_csv(workdir / "reports" / "outside" / "tables" / "comparisons.csv")
-    assert set(comparisons["head_a"]) == {"tempered"}
-    row = comparisons[comparisons["metric"] == "test_ppl"].iloc[0]
-    assert row["n_a"] == row["n_b"] == 2 and 0 <= row["welch_p"] <= 1
-    assert "tempered" in (workdir / "reports" / "outside" / "audit.html").read_text()
+    comparisons = pd.read_csv(workdir / "reports" / STUDY / "tables" / "comparisons.csv")
+    # the one family of the study (against: this test's tempered, the other test's gated and gru)
+    assert set(comparisons["head_a"]) == {"tempered", "gated", "gru"}
+    row = comparisons[(comparisons["head_a"] == "tempered") & (comparisons["metric"] == "test_ppl")].iloc[0]
+    assert row["head_b"] == "softmax" and row["n_a"] == row["n_b"] == 2 and 0 <= row["welch_p"] <= 1
+    assert "tempered" in (workdir / "reports" / STUDY / "audit.html").read_text()

@@ -17,27 +17,11 @@ from audit.report.checks import find_warnings
 from audit.report.saturation import read_saturation, saturation
 from audit.stats.runs_table import collect
 from audit.train.run import train
+from support.outside import GATED_PAIR, STUDY
 from tests.helpers import TINY_EVALUATE, doc_example, tiny_settings, write_package
 
-# the issue's second head: two softmaxes mixed by a sigmoid gate, nothing but forward()
-GATED_PAIR = '''
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
-
-
-class GatedPair(nn.Module):
-    def __init__(self, spec):
-        super().__init__()
-        self.a = nn.Linear(spec.d_in, spec.vocab_size)
-        self.b = nn.Linear(spec.d_in, spec.vocab_size)
-        self.gate = nn.Linear(spec.d_in, 1)
-
-    def forward(self, h):
-        z = self.gate(h)
-        return torch.logaddexp(F.logsigmoid(z) + F.log_softmax(self.a(h), -1),
-                               F.logsigmoid(-z) + F.log_softmax(self.b(h), -1))
-'''
+# the issue's second head, GatedPair (two softmaxes mixed by a sigmoid gate, nothing but forward()),
+# is support/outside.py's GATED_PAIR: the session's DAG study trains it too
 
 # a softmax from outside that declares the trait the hidden-gap control keys on
 OUTSIDE_SOFTMAX = '''
@@ -160,42 +144,26 @@ def test_the_hidden_gap_control_keys_on_the_heads_and_bodys_traits_not_names(pac
 
 
 @pytest.mark.slow
-def test_a_forward_only_head_and_an_outside_body_through_the_dag(tmp_path, mirror):
+def test_a_forward_only_head_and_an_outside_body_through_the_dag(outside_study):
     """The whole DAG with a forward-only head and docs/bodies.md's GRU under a softmax: every job
-    succeeds, runs.csv records each arm's body, and the page lists what was not measured."""
-    import os
-    import subprocess
-    import sys
+    succeeds, runs.csv records each arm's body, and the page lists what was not measured.
 
-    import yaml
-
-    from tests.test_pipeline import copy_workflow
-
-    (tmp_path / "work").mkdir()
-    workdir = copy_workflow(tmp_path / "work")
-    config = yaml.safe_load((workdir / "configs" / "smoke.yaml").read_text())
-    config.update(study="outside37", seeds=[1, 2])
-    config["heads"] = [{"name": "softmax"}, {"name": "gated", "import": "outside37.gated:GatedPair"},
-                       {"name": "gru", "head": "softmax", "model": {"body": "outside37.gru:GRUBody"}}]
-    config["data"]["max_tokens"] = {"train": 20000, "valid": 2000, "test": 2000}
-    config["train"]["epochs"] = 1
-    config["evaluate"]["contexts"] = 200
-    config["comparisons"] = [{**config["comparisons"][0], "against": ["gated", "gru"]}]
-    config["stats"].update(min_seeds=2, bootstrap_resamples=200)
-    (workdir / "configs" / "outside37.yaml").write_text(yaml.safe_dump(config))
-    packages = write_package(tmp_path / "site", "outside37", {"gated": GATED_PAIR, "gru": doc_example("bodies.md")})
-    path = os.pathsep.join(p for p in (str(packages), os.environ.get("PYTHONPATH")) if p)
-    env = {**os.environ, "AUDIT_DATA_MIRROR": str(mirror), "PYTHONPATH": path}
-    proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", "configs/outside37.yaml"],
-                          cwd=workdir, env=env, capture_output=True, text=True, timeout=1800)
+    The study is the session's ``outside_study`` (tests/conftest.py, support/outside.py; issue 48),
+    shared with tests/test_outside_head.py: this test's arms softmax, gated and gru at the size
+    this test ran alone (two seeds, one epoch, 20,000 training tokens, 200 contexts), beside that
+    test's tempered and softmax_matched arms (AWD-LSTM bodies). It still proves what it did: the
+    Snakemake run exits 0 with a forward-only head in it, every run is ok, each arm's body is in
+    runs.csv, and the notes of what was not measured reach the runs table and the page."""
+    workdir, proc = outside_study
     assert proc.returncode == 0, proc.stderr[-3000:]
-    runs = pd.read_csv(workdir / "reports" / "outside37" / "runs.csv")
-    assert (runs["status"] == "ok").all() and len(runs) == 6
+    runs = pd.read_csv(workdir / "reports" / STUDY / "runs.csv")
+    assert (runs["status"] == "ok").all() and len(runs) == 5 * 2   # five arms x two seeds
     assert runs.groupby("head")["body"].first().to_dict() == {"gated": "awd_lstm", "gru": "outside37.gru:GRUBody",
-                                                              "softmax": "awd_lstm"}
+                                                              "softmax": "awd_lstm", "softmax_matched": "awd_lstm",
+                                                              "tempered": "awd_lstm"}
     gated = runs[runs["head"] == "gated"]
     assert gated["output_spectrum_note"].str.startswith("not measured").all() and gated["unargmaxable"].isna().all()
     assert runs.loc[runs["head"] == "gru", "hidden_gap_note"].str.contains("states no output_rank").all()
     assert runs.loc[runs["head"] == "softmax", "hidden_gap_ok"].notna().all()   # the AWD-LSTM states its rank
-    page = (workdir / "reports" / "outside37" / "audit.html").read_text()
+    page = (workdir / "reports" / STUDY / "audit.html").read_text()
     assert "Measurements not taken" in page and "states no output_rank" in page and "no output_layer()" in page
