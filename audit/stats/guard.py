@@ -229,9 +229,15 @@ def guard_correlations(table: pd.DataFrame, runs: pd.DataFrame, baselines: pd.Da
     if table.empty or not arms:
         return table
     specs = {c["name"]: c for c in config.get("correlations") or []}
+    return _noted(table, arms, lambda row: correlation_heads(specs.get(row["name"]), runs, str(row["corpus"])))
+
+
+def _noted(table: pd.DataFrame, arms: dict, heads_of) -> pd.DataFrame:
+    """``table`` with the guard's reason in front of the ``note`` of every row whose heads
+    (``heads_of(row)``) include a flagged arm: the tables with no verdict to relabel."""
     out = table.copy()
     for i, row in out.iterrows():
-        why = why_not(row["corpus"], correlation_heads(specs.get(row["name"]), runs, str(row["corpus"])), arms)
+        why = why_not(row["corpus"], heads_of(row), arms)
         if why:
             note = row["note"] if isinstance(row["note"], str) and row["note"] else ""
             out.at[i, "note"] = why + (f"; {note}" if note else "")
@@ -257,13 +263,7 @@ def guard_wins(table: pd.DataFrame, runs: pd.DataFrame, baselines: pd.DataFrame 
     arms = flagged(runs, baselines, max_failed_share)
     if table.empty or not arms:
         return table
-    out = table.copy()
-    for i, row in out.iterrows():
-        why = why_not(row["corpus"], (row["head_i"], row["head_j"]), arms)
-        if why:
-            note = row["note"] if isinstance(row["note"], str) and row["note"] else ""
-            out.at[i, "note"] = why + (f"; {note}" if note else "")
-    return out
+    return _noted(table, arms, lambda row: (row["head_i"], row["head_j"]))
 
 
 def guard_table(name: str, table: pd.DataFrame, runs: pd.DataFrame, baselines: pd.DataFrame | None,
