@@ -44,11 +44,6 @@ def design_of(runs: pd.DataFrame) -> str:
     return values.pop() if len(values) == 1 else UNKNOWN_DESIGN
 
 
-def is_sequential(design: str) -> bool:
-    """Whether a design text says the seeds came group-sequentially."""
-    return str(design).startswith("sequential")
-
-
 def sibling_baselines(runs: str | Path) -> Path:
     """Where the baselines of the study that wrote the runs table ``runs`` lie: its audit's
     ``tables/baselines.csv`` beside ``reports/<study>/runs.csv`` (present or not)."""
