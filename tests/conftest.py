@@ -8,6 +8,8 @@ import pytest
 
 # under CI=true, a skip that does not need CUDA fails (see support/ci.py)
 from support.ci import pytest_make_collect_report, pytest_runtest_makereport  # noqa: F401
+# under pytest-xdist, tests that share an expensive fixture share a worker (see support/workers.py)
+from support.workers import pytest_collection_modifyitems  # noqa: F401
 
 REPO = Path(__file__).resolve().parent.parent
 MIRROR = Path(os.environ.get("AUDIT_DATA_MIRROR", REPO.parent / "shared" / "data"))
