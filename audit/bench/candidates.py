@@ -90,7 +90,8 @@ def measure(spec: dict, corpus_path: Path, work: Path) -> dict:
     """Train one candidate and score it against the unigram of its vocabulary."""
     from audit.data.corpus import load, restrict_vocab, save
     from audit.evaluate.baselines import unigram_ppl
-    from audit.train.trainer import Trainer, batchify, evaluate_loss
+    from audit.train.trainer import Trainer, batchify
+    from audit.train.validation import evaluate_loss
 
     corpus = load(corpus_path)
     if spec["K"] < len(corpus.vocab):

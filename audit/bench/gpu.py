@@ -13,7 +13,13 @@ the corpus's vocabulary size (speed does not depend on which words):
 3. projected GPU-hours of every paper config: sum over its runs of epochs x training tokens /
    (aggregate tokens/s at the best N of the run's family, per GPU);
 4. the same concurrency sweep under NVIDIA MPS where ``nvidia-cuda-mps-control`` starts (N = 1
-   is the one run of step 1 in both sweeps, and every ratio is to it).
+   is the one run of step 1 in both sweeps, and every ratio is to it);
+5. on a GPU, one run per family with ``train.cuda_graphs: true`` (audit/train/graphs.py; at least
+   ``GRAPH_WARMUP`` warm-up steps, so that most BPTT lengths are captured before the timed
+   window), each path's share of the GPU's fp32 peak (training FLOPs per token,
+   ``audit.plan.resources.train_flops_per_token``, x tokens/s over the fp32 matmul rate measured
+   on this GPU, TF32 off: ``fp32_rate``), and the projected GPU-hours before (eager, best N) and
+   after (graphs, one run per GPU, no MPS).
 
 On a CPU it runs a tiny size (``--tiny`` is implied), so CI exercises every step; its figures
 say nothing about GPUs.
@@ -44,6 +50,11 @@ TRAIN_TOKENS = {"ptb": 929_589, "wikitext-2": 2_088_628, "wikitext-103": 103_227
 PAPER_CONFIGS = ["paper-ptb", "paper-wt2", "fair-comparison-paper", "gss-grid-paper-ptb", "gss-grid-paper-wt2",
                  "mos-sweep-paper-ptb"]
 CONCURRENCY = [1, 2, 4, 8, 12, 16]
+# warm-up steps of a CUDA-graph run: a length's first step is eager and its second a capture; the
+# AWD-LSTM's lengths are N(70, 5) with p 0.95, so 150 steps capture the common ones (the rare
+# bptt/2 lengths stay eager in the window: counted in its ``graph_steps``)
+GRAPH_WARMUP = 150
+FP32_RATE_SIZE = {"cuda": 8192, "cpu": 1024}   # n of the n x n float32 matmuls timed for the fp32 peak
 REPO = Path(__file__).resolve().parent.parent.parent
 
 
@@ -109,6 +120,8 @@ def worker(settings: dict, corpus: str, steps: int, warmup: int, barrier: Path |
 
     t = settings["train"]
     mean_len = t["bptt"] if not t["variable_bptt"] else 0.95 * t["bptt"] + 0.05 * t["bptt"] / 2
+    if t.get("cuda_graphs", False):
+        warmup = max(warmup, GRAPH_WARMUP)
     trainer = Trainer(settings, corpus, log=lambda msg: None)
     sync = torch.cuda.synchronize if trainer.device.type == "cuda" else (lambda: None)
     trainer.t["epoch_tokens"] = int(warmup * mean_len * t["batch_size"]) or 1
@@ -130,7 +143,51 @@ def worker(settings: dict, corpus: str, steps: int, warmup: int, barrier: Path |
     digest = hashlib.sha256()
     for name, tensor in sorted(trainer.model.state_dict().items()):
         digest.update(name.encode() + tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
-    return {"tokens": tokens, "start": start, "end": end, "peak_bytes": memory, "weights_sha256": digest.hexdigest()}
+    return {"tokens": tokens, "start": start, "end": end, "peak_bytes": memory, "weights_sha256": digest.hexdigest(),
+            "graph_steps": row.get("graph_steps", 0)}
+
+
+def fp32_rate(device: str) -> float:
+    """FLOP/s of float32 n x n matmuls on ``device`` with TF32 off: the peak a run's share is of
+    (measured, not a datasheet's: what cuBLAS reaches on this GPU at its clocks and power)."""
+    import torch
+
+    n = FP32_RATE_SIZE[device]
+    torch.backends.cuda.matmul.allow_tf32 = False
+    a = torch.randn(n, n, device=device)
+    b = torch.randn(n, n, device=device)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    for _ in range(3):
+        a @ b
+    sync()
+    reps = 20 if device == "cuda" else 2
+    start = time.perf_counter()
+    for _ in range(reps):
+        a @ b
+    sync()
+    return 2 * n ** 3 * reps / (time.perf_counter() - start)
+
+
+def measure_fp32_rate(device: str) -> float:
+    """``fp32_rate`` measured by a child process (this one never touches CUDA)."""
+    proc = subprocess.run([sys.executable, "-m", "audit", "bench", "gpu", "--fp32-rate", device], cwd=REPO,
+                          capture_output=True, text=True, timeout=600)
+    if proc.returncode:
+        raise AuditError(f"bench gpu: the fp32 rate's child failed: {proc.stderr[-400:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])["flops"]
+
+
+def with_graphs(settings: dict) -> dict:
+    """``settings`` with ``train.cuda_graphs: true`` (a copy)."""
+    return {**settings, "train": {**settings["train"], "cuda_graphs": True}}
+
+
+def share_of_peak(settings: dict, tokens_per_second: float, rate: float) -> float:
+    """The fraction of ``rate`` (FLOP/s) a run at ``tokens_per_second`` uses: its training FLOPs
+    per token (the model's multiply-adds, forward and backward) times its tokens/s over the rate."""
+    from audit.plan.resources import run_flops_per_token
+
+    return run_flops_per_token(settings) * tokens_per_second / rate
 
 
 def probe_device() -> dict:
@@ -178,7 +235,8 @@ def concurrent(settings: dict, corpus: str, n: int, steps: int, warmup: int, env
     window = max(r["end"] for r in results) - min(r["start"] for r in results)
     return {"n": n, "tokens_per_second": sum(r["tokens"] for r in results) / window,
             "peak_gb": max(r["peak_bytes"] for r in results) / 1e9,
-            "weights_sha256": sorted({r["weights_sha256"] for r in results})}
+            "weights_sha256": sorted({r["weights_sha256"] for r in results}),
+            "graph_steps": sum(r.get("graph_steps", 0) for r in results)}
 
 
 def start_mps(tmp: str) -> dict | None:
@@ -226,9 +284,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--corpus", help=argparse.SUPPRESS)
     parser.add_argument("--barrier", help=argparse.SUPPRESS)
+    parser.add_argument("--fp32-rate", choices=["cpu", "cuda"], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:  # one concurrent run: print its JSON figures
         print(json.dumps(worker(json.loads(args.worker), args.corpus, args.steps, args.warmup, Path(args.barrier))))
+        return 0
+    if args.fp32_rate:  # the child of measure_fp32_rate
+        print(json.dumps({"flops": fp32_rate(args.fp32_rate)}))
         return 0
     from audit.config import load_study
 
@@ -245,7 +307,9 @@ def main(argv: list[str]) -> int:
     config = load_study(args.config)
     corpus_name = config["data"]["corpora"][0]
     print(f"bench gpu on {where}; arms of {args.config}; {steps} timed steps after {warmup} warm-up; torch {probe['torch']}")
-    best = {}
+    peak = measure_fp32_rate(device)
+    print(f"fp32 matmul rate (TF32 off, measured): {peak / 1e12:,.2f} TFLOP/s: the peak each share below is of")
+    best, graphed = {}, {}
     with tempfile.TemporaryDirectory(prefix="audit-bench-gpu-") as tmp:
         # the runs share GPU 0 on purpose: private locks with room for every worker (audit/device.py)
         os.environ.update(AUDIT_GPU_LOCK_DIR=f"{tmp}/locks", AUDIT_GPUS="0", AUDIT_RUNS_PER_GPU=str(max(ns) + 1))
@@ -258,7 +322,16 @@ def main(argv: list[str]) -> int:
             one = concurrent(settings, corpus, 1, steps, warmup)  # a child: fresh context and peak counter
             tps = one["tokens_per_second"]
             print(f"\n{family}: one run {tps:,.0f} tokens/s -> {TRAIN_TOKENS[corpus_name] / tps:,.1f} s per "
-                  f"{corpus_name} epoch (training), peak {one['peak_gb']:.2f} GB")
+                  f"{corpus_name} epoch (training), peak {one['peak_gb']:.2f} GB, "
+                  f"{share_of_peak(settings, tps, peak):.1%} of the fp32 peak")
+            if cuda:   # the graph path: one run per GPU (no MPS), the projection's "after"
+                g = concurrent(with_graphs(settings), corpus, 1, steps, warmup)
+                graphed[family] = g["tokens_per_second"]
+                print(f"  CUDA graphs: {g['tokens_per_second']:,.0f} tokens/s ({g['tokens_per_second'] / tps:.2f} x "
+                      f"eager), {share_of_peak(settings, g['tokens_per_second'], peak):.1%} of the fp32 peak, "
+                      f"{g['graph_steps']} timed steps replayed, peak {g['peak_gb']:.2f} GB")
+            else:
+                print("  CUDA graphs: need a CUDA device (train.cuda_graphs)")
             modes = [("plain", None)]
             mps = None if (args.no_mps or not cuda) else start_mps(f"{tmp}/mps")
             if mps is not None:
@@ -280,12 +353,15 @@ def main(argv: list[str]) -> int:
             finally:
                 if mps is not None:
                     stop_mps(mps)
-    print("\nprojected GPU-hours (best N per family" + (", tiny CPU model: not a GPU figure)" if tiny else ")"))
+    print("\nprojected GPU-hours (before: eager at the best N per family; after: CUDA graphs, one run per GPU"
+          + (", tiny CPU model: not a GPU figure)" if tiny else ")"))
     rates = {f: best.get(f, max(best.values(), key=lambda b: b[1]))[1] for f in families()}
+    after = {f: graphed.get(f, max(graphed.values())) for f in families()} if graphed else None
     for name in PAPER_CONFIGS:
         path = REPO / "configs" / f"{name}.yaml"
         if path.is_file():
             study = load_study(path)
-            print(f"  {name:24s} {projected_hours(study, rates):12,.1f} GPU-hours")
+            line = f"  {name:24s} before {projected_hours(study, rates):12,.1f}"
+            print(line + (f"   after {projected_hours(study, after):12,.1f} GPU-hours" if after else " GPU-hours"))
     print("best: " + ", ".join(f"{f} {how}" for f, (how, _) in best.items()))
     return 0

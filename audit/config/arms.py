@@ -141,6 +141,9 @@ def _check_body_and_training(config: dict, entry: dict, i: int, source: str) -> 
     if train.get("optimizer", "sgd") == "adamw" and train["asgd"] != "none":
         raise AuditError(f"{where('train', 'asgd')}: must be none with optimizer adamw (averaging is NT-ASGD's, "
                          f"for SGD), got {train['asgd']!r}")
+    if train.get("cuda_graphs", False) and train.get("optimizer", "sgd") != "sgd":
+        raise AuditError(f"{where('train', 'cuda_graphs')}: needs optimizer sgd (AdamW's learning rate changes "
+                         f"every step; a CUDA graph's is fixed), got {train['optimizer']!r}")
     context = None if is_import_path(body) else body_traits(body).longest_chunk(model)
     longest = train["bptt"] + (train["max_seq_len_delta"] if train["variable_bptt"] else 0)
     if context is not None and longest > context:

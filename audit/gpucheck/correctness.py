@@ -5,8 +5,9 @@ AWD-LSTM, AdamW for the Transformer) and, for the AWD-LSTM, one averaging step (
 mean), run through the real ``Trainer`` on CUDA and on the CPU from the same seed, with dropout
 off (the two devices draw different masks from one seed). Then PLIF's scatter-add (atomic adds
 in no fixed order on a GPU), the weight-dropped LSTM layer (cuDNN's flat-weight copy) with one
-mask for both devices, the Press rank of a spectrum accumulated on the GPU, and the
-forward-mode Jacobian (``torch.func``) on CUDA against reverse mode.
+mask for both devices, the Press rank of a spectrum accumulated on the GPU, the
+forward-mode Jacobian (``torch.func``) on CUDA against reverse mode, and the training step replayed
+from CUDA graphs (``train.cuda_graphs``) against the eager one (``audit.gpucheck.graphcheck``).
 
 Tolerances are float32's with TF32 off (``train.precision: fp32`` sets it): cuBLAS/cuDNN and the
 CPU BLAS sum in different orders, so values agree to a few ulps of the quantities summed, not
@@ -247,8 +248,9 @@ def forward_jacobian(result) -> None:
 def run(result, budget: float, simulated: bool) -> None:
     import time
 
-    from audit.train.precision import apply_precision
+    from audit.gpucheck import graphcheck
     from audit.gpucheck.common import every_arm, random_corpus
+    from audit.train.precision import apply_precision
 
     apply_precision("fp32")  # TF32 would loosen every tolerance above
     deadline = time.time() + budget
@@ -256,8 +258,9 @@ def run(result, budget: float, simulated: bool) -> None:
         corpus = random_corpus(Path(tmp) / "corpus.pt", 500, 4000, 1000, 1000)
         for body, head in every_arm(deadline, result, "checked"):
             compare_run(head, body, corpus, result)
-    if result.data.get("incomplete"):
-        return
+        if result.data.get("incomplete"):
+            return
+        graphcheck.run(result, corpus, simulated)   # train.cuda_graphs against the eager step
     plif_spread(result)
     weight_drop(result, simulated)
     press_rank(result)

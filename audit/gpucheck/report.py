@@ -73,6 +73,15 @@ def markdown(results: list[dict], minutes: float, started: float, code: int) -> 
         lines += _table(["family", "tokens/s, one run", "s/epoch", "peak GB"],
                         [[f, f"{v['tokens_per_second']:,.0f}", f"{v['seconds_per_epoch']:.1f}", f"{v['peak_gb']:.2f}"]
                          for f, v in speed["one_run"].items()]) + [""]
+        if speed.get("graphs"):
+            lines += [f"CUDA graphs (train.cuda_graphs), one run per family; shares of this GPU's measured fp32 "
+                      f"matmul rate, {speed.get('fp32_tflops', float('nan')):.1f} TFLOP/s (TF32 off):", ""]
+            lines += _table(["family", "eager tokens/s", "eager share", "graphs tokens/s", "x eager", "graphs share",
+                             "timed steps replayed"],
+                            [[f, f"{v['eager_tokens_per_second']:,.0f}", f"{v['eager_share']:.1%}",
+                              *([f"{v['tokens_per_second']:,.0f}", f"{v['x_eager']:.2f}", f"{v['share']:.1%}",
+                                 v["graph_steps"]] if "tokens_per_second" in v else ["not measured", "", "", ""])]
+                             for f, v in speed["graphs"].items()]) + [""]
         if speed.get("precision_softmax"):
             lines += _table(["precision (softmax)", "tokens/s", "ms/step"],
                             [[p, f"{v['tokens_per_second']:,.0f}", f"{v['ms_per_step']:.1f}"]
@@ -91,8 +100,11 @@ def markdown(results: list[dict], minutes: float, started: float, code: int) -> 
                               f"{r['tokens_per_second'] / base:.2f}", f"{r['peak_gb']:.2f}"] for r in rows]) + [""]
             lines += [f"Best: {speed.get('best', 'N=' + str(speed.get('best_n')))}", ""]
         if speed.get("gpu_hours"):
-            lines += _table(["paper config", "projected GPU-hours"],
-                            [[k, f"{v:,.1f}"] for k, v in speed["gpu_hours"].items()]) + [""]
+            after = speed.get("gpu_hours_graphs", {})
+            lines += _table(["paper config", "projected GPU-hours (eager, best N)"]
+                            + (["CUDA graphs, one run per GPU"] if after else []),
+                            [[k, f"{v:,.1f}"] + ([f"{after[k]:,.1f}"] if after else [])
+                             for k, v in speed["gpu_hours"].items()]) + [""]
     dag = by.get("dag", {})
     if dag.get("figures"):
         walls = {k[:-len("_wall_seconds")]: v for k, v in dag["figures"].items() if k.endswith("_wall_seconds")}

@@ -6,6 +6,9 @@ precision), ``train.deterministic: true``'s cost per family and whether two of i
 bitwise equal, aggregate tokens/s of N concurrent softmax runs (separate processes, as Snakemake
 starts them; N = 1 is the one run), the same under an MPS daemon of our own, the softmax arm's
 step time under TF32 and bf16, the best N, then the projected GPU-hours of every paper config.
+On a GPU, right after the one-run speeds: the fp32 matmul rate of this GPU, each family's share
+of it, and one run per family with ``train.cuda_graphs: true`` (issue 47: its tokens/s, share and
+the projected GPU-hours "after": graphs at one run per GPU, no MPS).
 Every worker is a child process (``audit.bench.gpu.concurrent``), so this one never holds the
 GPU. On the simulated device the model is tiny and no figure is a GPU figure. The checks here are
 the speed targets of docs/gpus.md and the determinism findings: reported as met or missed, they
@@ -85,6 +88,7 @@ def run(result, budget: float, simulated: bool) -> None:
         result.figure("one_run", {f: {"tokens_per_second": r["tokens_per_second"],
                                       "seconds_per_epoch": tokens / r["tokens_per_second"],
                                       "peak_gb": r["peak_gb"]} for f, r in one.items()})
+        graph_rates = graph_path(result, bench, config, corpora, one, simulated, measure, left)
         result.figure("deterministic", deterministic_cost(result, bench, config, corpora, one, simulated, left, deadline))
         def concurrency(env: dict | None = None, how: str = "") -> list[dict]:
             """Aggregate rows of N = 2, 4, 8 concurrent base runs (N = 1 is the one run above)."""
@@ -144,6 +148,45 @@ def run(result, budget: float, simulated: bool) -> None:
             if "paper-ptb" in hours:
                 target("projected GPU-hours, paper-ptb", round(hours["paper-ptb"], 1),
                        f"<= {TARGET_PTB_HOURS:g} (target, docs/gpus.md)", hours["paper-ptb"] <= TARGET_PTB_HOURS)
+        if graph_rates and len(graph_rates) == len(families):
+            after = {name: bench.projected_hours(load_study(REPO / "configs" / f"{name}.yaml"), graph_rates)
+                     for name in bench.PAPER_CONFIGS}
+            result.figure("gpu_hours_graphs", after)
+            target("projected GPU-hours, paper-ptb, CUDA graphs, one run per GPU (no MPS)", round(after["paper-ptb"], 1),
+                   f"<= {TARGET_PTB_HOURS:g} (target, issue 47)", after["paper-ptb"] <= TARGET_PTB_HOURS)
+
+
+def graph_path(result, bench, config, corpora, one, simulated, measure, left) -> dict:
+    """The fp32 matmul rate of this GPU, each family's share of it eager and through CUDA graphs
+    (one run each, right after the eager ones); {family: graph tokens/s}. Not on the simulated
+    device: no CUDA graphs on a CPU, and its matmul rate is the CPU's."""
+    if simulated:
+        result.note("CUDA graphs and the fp32 peak: not on the simulated device")
+        return {}
+    try:
+        rate = bench.measure_fp32_rate("cuda")
+    except Exception as err:
+        result.data.setdefault("errors", []).append(f"fp32 rate: {' '.join(str(err).split())[:500]}")
+        return {}
+    result.figure("fp32_tflops", round(rate / 1e12, 2))
+    rows, rates = {}, {}
+    for family, eager in one.items():
+        settings = bench.arm_settings(config, family, simulated, "cuda")
+        row = {"eager_tokens_per_second": eager["tokens_per_second"],
+               "eager_share": bench.share_of_peak(settings, eager["tokens_per_second"], rate)}
+        if left():
+            graphed = measure(f"one {family} run, CUDA graphs", bench.with_graphs(settings), corpora[family], 1)
+            if graphed is not None:
+                rates[family] = graphed["tokens_per_second"]
+                row.update(tokens_per_second=graphed["tokens_per_second"], peak_gb=graphed["peak_gb"],
+                           x_eager=graphed["tokens_per_second"] / eager["tokens_per_second"],
+                           share=bench.share_of_peak(settings, graphed["tokens_per_second"], rate),
+                           graph_steps=graphed["graph_steps"])
+        else:
+            result.note(f"CUDA graphs {family}: out of time")
+        rows[family] = row
+    result.figure("graphs", rows)
+    return rates
 
 
 def deterministic_cost(result, bench, config, corpora, one, simulated, left, deadline: float) -> dict:

@@ -54,7 +54,8 @@ def measure(head: str, body: str, corpus: str) -> list[dict]:
     """One row per phase: steps, syncs, validation chunks and syncs."""
     from audit.bench import picks
     from audit.gpucheck.common import tiny_settings
-    from audit.train.trainer import Trainer, evaluate_loss
+    from audit.train.trainer import Trainer
+    from audit.train.validation import evaluate_loss
 
     settings = tiny_settings(head, body, "cuda", variable_bptt=False, **SIZE)
     trainer = Trainer(settings, corpus, log=lambda msg: None)

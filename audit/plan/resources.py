@@ -162,6 +162,11 @@ def train_flops_per_token(dims: dict, vocab: int, head: str | None = None) -> fl
     return 2 * bodycost.TRAIN_PASSES * macs_per_token(dims, vocab, head)
 
 
+def run_flops_per_token(settings: dict) -> float:
+    """``train_flops_per_token`` of one run, from its settings (its sizes, vocabulary and head)."""
+    return train_flops_per_token(_dims(settings), vocab_of(settings), settings["head"])
+
+
 def n_params(settings: dict) -> int:
     """Trainable parameters of the run's model as its settings describe it (a capacity-matched
     softmax at its configured sizes, not solved): the tied V x d embedding plus the counts the

@@ -2,7 +2,7 @@
 
 Godey et al. find that small language models "saturate": with a head of d below about 1000 the
 last layer's representations become degenerate. Two per-epoch numbers of every run's log
-(``metrics.json`` -> ``log``, written by ``audit.train.trainer.validation_pass``) show it here:
+(``metrics.json`` -> ``log``, written by ``audit.train.validation.validation_pass``) show it here:
 
 - ``valid_input_cosine``: the mean cosine similarity of the head's inputs over the validation
   contexts (anisotropy; 0 for directions spread evenly, 1 when all point one way);

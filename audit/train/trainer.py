@@ -4,14 +4,15 @@ Per epoch: variable-length BPTT with the learning rate scaled by the sequence le
 TAR penalties, gradient clipping, then validation with the averaged weights once averaging has
 started (NT-ASGD: non-monotone trigger; ET-ASGD: a fixed epoch), which also records the mean
 cosine similarity of the head's inputs and, for a head with ``output_layer()``, the singular
-values of the output weight in the epoch's log row (``validation_pass``; one host read per pass;
+values of the output weight in the epoch's log row (``audit.train.validation``; one read per pass;
 a head without one gets ``output_spectrum_note`` in metrics.json). The best-validation weights
 are kept. ``Trainer.state_dict`` holds everything the next epoch depends on (weights, optimiser,
 average, RNG states, data position), so a run resumed from it ends with exactly the metrics of
 an uninterrupted run on the CPU; ``Trainer.identity`` and ``Trainer.verify`` say whether a
 checkpoint belongs to this run (``audit.train.checkpoint`` decides). A non-finite loss raises
-``Divergence``. The job around a run (resuming, metrics.json, running out of GPU memory) is
-``audit.train.run``.
+``Divergence``. With ``train.cuda_graphs`` each step is replayed from a CUDA graph
+(``audit.train.graphs``; ``step_body`` is what a graph records). The job around a run (resuming,
+metrics.json, running out of GPU memory) is ``audit.train.run``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ import time
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch.optim.swa_utils import AveragedModel
 
 from audit.data.corpus import load as load_corpus
@@ -30,9 +30,10 @@ from audit.train.precision import apply_determinism, apply_precision, autocast_d
 from audit.errors import AuditError
 from audit.model.language_model import LanguageModel, ModelConfig, detach_hidden, perplexity
 from audit.model.heads.base import mean_nll
-from audit.train import checkpoint
+from audit.train import checkpoint, graphs
 from audit.train.schedule import warmup_cosine
 from audit.train.steps import FastAverage, keep_freed_memory
+from audit.train.validation import evaluate_loss, validation_pass
 
 # Bump by hand whenever a change to audit/train or audit/model changes the numbers a run computes
 # (the training math, the model's forward pass, the RNG draws): checkpoints written by an older
@@ -75,62 +76,6 @@ def sequence_lengths(rng: np.random.Generator, bptt: int, variable: bool, delta:
     return int(min(max(5, int(rng.normal(base, 5))), bptt + delta))
 
 
-@torch.no_grad()
-def validation_pass(model: torch.nn.Module, data: torch.Tensor, bptt: int,
-                    output_weight: torch.Tensor | None = None) -> dict:
-    """One pass over a batchified split (N, B): the loss, the anisotropy of the head's inputs and,
-    given ``output_weight`` (V x d), its singular values, all read from the device at once.
-
-    Anisotropy (Godey, de la Clergerie & Sagot 2024) is the mean cosine similarity over all pairs
-    i != j of the head's inputs h_i (the last layer's output, shape (d',)) at every predicted
-    position of the split. With u_i = h_i / ||h_i|| and s = sum_i u_i, sum over i != j of
-    u_i . u_j = ||s||^2 - n, so the mean is (||s||^2 - n) / (n (n - 1)): exact, O(n d) instead of
-    O(n^2 d), and only s (float64) stays on the device. The singular values are the square roots
-    of the eigenvalues of the float64 Gram matrix W^T W (d x d), so only d x d numbers travel
-    (not V x d) and the SVD is done by the host; values below about 1e-8 of the largest are not
-    resolved by the squaring, far below anything a saturation figure shows.
-
-    Returns:
-        dict with ``valid_loss`` (mean NLL per predicted token), ``input_cosine`` (NaN with fewer
-        than 2 positions) and, with ``output_weight``, ``output_singular_values``: list of d
-        floats, descending.
-    """
-    model.eval()
-    hidden = model.init_hidden(data.size(1))
-    total = torch.zeros((), dtype=torch.float64, device=data.device)
-    unit_sum = None
-    count = 0
-    for i in range(0, data.size(0) - 1, bptt):
-        seq_len = min(bptt, data.size(0) - 1 - i)
-        words, targets = data[i:i + seq_len], data[i + 1:i + 1 + seq_len]
-        log_probs, hidden, dropped, _ = model(words, hidden)
-        total += F.nll_loss(log_probs.reshape(-1, log_probs.size(-1)), targets.reshape(-1), reduction="sum").double()
-        units = F.normalize(dropped.reshape(-1, dropped.size(-1)).double(), dim=-1).sum(0)
-        unit_sum = units if unit_sum is None else unit_sum + units
-        count += targets.numel()
-    parts = [total.view(1), unit_sum.pow(2).sum().view(1)]
-    if output_weight is not None:
-        w = output_weight.detach().double()
-        parts.append((w.T @ w).flatten())
-    values = torch.cat(parts).tolist()   # the one host read of the pass
-    out = {"valid_loss": values[0] / count,
-           "input_cosine": (values[1] - count) / (count * (count - 1)) if count > 1 else math.nan}
-    if output_weight is not None:
-        d = output_weight.size(1)
-        eig = np.linalg.eigvalsh(np.asarray(values[2:], dtype=np.float64).reshape(d, d))[::-1]
-        out["output_singular_values"] = np.sqrt(np.clip(eig, 0.0, None)).tolist()
-    return out
-
-
-def evaluate_loss(model: torch.nn.Module, data: torch.Tensor, bptt: int) -> float:
-    """Mean negative log-likelihood per predicted token of a batchified split (N, B).
-
-    The sum stays on the device (float64, the same additions in the same order as a Python
-    float) and is read once: one host sync per pass, not one per chunk.
-    """
-    return validation_pass(model, data, bptt)["valid_loss"]
-
-
 class Trainer:
     """State of one run; ``state_dict``/``load_state_dict`` make it resumable."""
 
@@ -167,6 +112,12 @@ class Trainer:
         self.epoch, self.position, self.history, self.log_rows = 0, 0, [], []
         self.best = {"valid_loss": math.inf, "epoch": 0, "state": None}
         self.written_on = None  # host_cpu of a loaded checkpoint
+        # train.cuda_graphs (x-default false: runs recorded before the key trained eagerly)
+        self.graphs = None
+        graphs.check(self.t, self.device)
+        if self.t.get("cuda_graphs", False):
+            self.graphs = graphs.GraphedSteps(self.step_body, self.set_lr, self.t["bptt"] + self.t["max_seq_len_delta"],
+                                              self.t["batch_size"], self.device)
 
     # ----- checkpointing -------------------------------------------------------------------
     def state_dict(self) -> dict:
@@ -247,6 +198,7 @@ class Trainer:
         total_loss = torch.zeros((), dtype=torch.float64, device=self.device)
         first_bad = torch.full((), -1, dtype=torch.int64, device=self.device)
         total_tokens, done, steps, start, cpu = 0, 0, 0, time.perf_counter(), time.process_time()
+        replays = self.graphs.replays if self.graphs is not None else 0
         if t["epoch_tokens"] is None:
             self.position = 0  # a full pass per epoch, from the start of the split
         while done < budget:
@@ -255,29 +207,20 @@ class Trainer:
             seq_len = min(sequence_lengths(self.rng, t["bptt"], t["variable_bptt"], t["max_seq_len_delta"]),
                           rows - self.position, budget - done)
             seq_len = max(seq_len, 2)  # TAR needs two time steps; rows - position >= 2 here
-            adamw = t.get("optimizer", "sgd") == "adamw"
-            factor = warmup_cosine(self.step, t.get("warmup_steps", 0), self.total_steps()) if adamw else None
-            for group, base in zip(self.optimizer.param_groups, self.base_lrs):
-                # SGD: shorter sequences take smaller steps (base * seq_len / bptt, in that order)
-                group["lr"] = base * factor if adamw else base * seq_len / t["bptt"]
             words = data[self.position:self.position + seq_len]
             targets = data[self.position + 1:self.position + 1 + seq_len]
-            hidden = detach_hidden(hidden)
-            with torch.autocast(self.device.type, dtype=self.autocast, enabled=self.autocast is not None):
-                log_probs, hidden, dropped, raw = model(words, hidden, targets)
-            log_probs, dropped, raw = log_probs.float(), dropped.float(), raw.float()
-            raw_loss = mean_nll(log_probs, targets)
-            loss = raw_loss + t["alpha"] * dropped.pow(2).mean()           # AR
-            loss = loss + t["beta"] * (raw[1:] - raw[:-1]).pow(2).mean()   # TAR
+            if self.graphs is not None:  # the whole step replayed from its length's graph
+                raw_loss, loss, hidden = self.graphs.step(words, targets, hidden)
+            else:
+                self.set_lr(seq_len)
+                raw_loss, loss, hidden = self.forward_loss(words, targets, detach_hidden(hidden))
             if check_every == 1:
                 if not torch.isfinite(loss):
                     raise Divergence(f"non-finite training loss at epoch {self.epoch + 1}, row {self.position}")
             else:
                 first_bad = torch.where((first_bad < 0) & ~torch.isfinite(loss), self.position, first_bad)
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(trainable, t["clip"])
-            self.optimizer.step()
+            if self.graphs is None:
+                self.update(loss, trainable)
             if self.average is not None:
                 self.average.update_parameters(model)
             total_loss += raw_loss.detach().double() * targets.numel()
@@ -292,9 +235,48 @@ class Trainer:
         total_loss, bad_row = torch.stack((total_loss, first_bad.double())).tolist()
         self.raise_if_diverged(int(bad_row))
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
-        return {"train_loss": total_loss / total_tokens, "train_seconds": seconds, "train_cpu_seconds": cpu,
-                "tokens": total_tokens,
-                "tokens_per_second": total_tokens / seconds}
+        row = {"train_loss": total_loss / total_tokens, "train_seconds": seconds, "train_cpu_seconds": cpu,
+               "tokens": total_tokens, "tokens_per_second": total_tokens / seconds}
+        if self.graphs is not None:  # how many of the epoch's steps a graph replayed (the rest: eager warm-ups)
+            row["graph_steps"] = self.graphs.replays - replays
+        return row
+
+    def set_lr(self, seq_len: int) -> None:
+        """The learning rate of the next step: SGD's scaled by its length, AdamW's scheduled."""
+        t = self.t
+        adamw = t.get("optimizer", "sgd") == "adamw"
+        factor = warmup_cosine(self.step, t.get("warmup_steps", 0), self.total_steps()) if adamw else None
+        for group, base in zip(self.optimizer.param_groups, self.base_lrs):
+            # SGD: shorter sequences take smaller steps (base * seq_len / bptt, in that order)
+            group["lr"] = base * factor if adamw else base * seq_len / t["bptt"]
+
+    def forward_loss(self, words: torch.Tensor, targets: torch.Tensor, hidden) -> tuple:
+        """The training forward of one chunk: (raw_loss, loss with AR and TAR, new hidden)."""
+        t = self.t
+        # cache_enabled=False: a CUDA graph must not keep autocast's casts between steps (no
+        # number changes: the cache only saves recasting a weight within one forward)
+        with torch.autocast(self.device.type, dtype=self.autocast, enabled=self.autocast is not None,
+                            cache_enabled=self.graphs is None):
+            log_probs, hidden, dropped, raw = self.model(words, hidden, targets)
+        log_probs, dropped, raw = log_probs.float(), dropped.float(), raw.float()
+        raw_loss = mean_nll(log_probs, targets)
+        loss = raw_loss + t["alpha"] * dropped.pow(2).mean()           # AR
+        loss = loss + t["beta"] * (raw[1:] - raw[:-1]).pow(2).mean()   # TAR
+        return raw_loss, loss, hidden
+
+    def update(self, loss: torch.Tensor, trainable: list) -> None:
+        """Backward, clipping and the optimiser's step (gradients set to None first)."""
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(trainable, self.t["clip"])
+        self.optimizer.step()
+
+    def step_body(self, words: torch.Tensor, targets: torch.Tensor, hidden) -> tuple:
+        """One whole training step, as a CUDA graph records it: (raw_loss, loss, new hidden),
+        the losses detached and the hidden state cut from the autograd graph."""
+        raw_loss, loss, hidden = self.forward_loss(words, targets, detach_hidden(hidden))
+        self.update(loss, [p for p in self.model.parameters() if p.requires_grad])
+        return raw_loss.detach(), loss.detach(), detach_hidden(hidden)
 
     def total_steps(self) -> int:
         """Planned optimiser steps of the whole run at the fixed chunk length ``bptt``."""

@@ -2,6 +2,7 @@
 
 import math
 
+import pytest
 import torch
 
 from audit.bench import gpu
@@ -33,7 +34,12 @@ def test_cpu_run_prints_every_figure_and_exits_0(capsys):
     assert out.count("plain N= 2:") == 2 and out.count("best N = ") == 2
     for name in ("paper-ptb", "paper-wt2"):
         line = next(ln for ln in out.splitlines() if ln.strip().startswith(name))
-        assert float(line.split()[1].replace(",", "")) > 0
+        assert line.split()[1] == "before" and float(line.split()[2].replace(",", "")) > 0
+        assert "after" not in line   # no graphs on a CPU: no "after"
+    assert "fp32 matmul rate (TF32 off, measured): " in out
+    assert out.count("CUDA graphs: need a CUDA device (train.cuda_graphs)") == 2
+    shares = [float(ln.split("GB, ")[1].split("%")[0]) for ln in out.splitlines() if "of the fp32 peak" in ln]
+    assert len(shares) == 2 and all(0 < x < 100 for x in shares)
 
 
 def test_the_parent_never_touches_cuda_nor_measures_itself(capsys, monkeypatch):
@@ -63,18 +69,25 @@ def test_one_run_serves_both_sweeps_and_mps_never_reruns_it(capsys, monkeypatch,
     calls = []
 
     def fake_concurrent(settings, corpus, n, steps, warmup, env=None, timeout=1800):
-        calls.append((n, env is not None))
-        rate = 1000.0 * n ** 0.5 * (1.5 if env else 1.0)
-        return {"n": n, "tokens_per_second": rate, "peak_gb": 1.0}
+        graphs = settings["train"].get("cuda_graphs", False)
+        calls.append((n, env is not None) + (("graphs",) if graphs else ()))
+        rate = 4000.0 if graphs else 1000.0 * n ** 0.5 * (1.5 if env else 1.0)
+        return {"n": n, "tokens_per_second": rate, "peak_gb": 1.0, "graph_steps": 7 if graphs else 0}
 
     monkeypatch.setattr(gpu, "probe_device", lambda: {"cuda": True, "name": "Fake GPU", "gib": 80.0, "torch": "x"})
     monkeypatch.setattr(gpu, "start_mps", lambda tmp: {"CUDA_MPS_PIPE_DIRECTORY": str(tmp_path)})
     monkeypatch.setattr(gpu, "stop_mps", lambda env: None)
     monkeypatch.setattr(gpu, "concurrent", fake_concurrent)
+    monkeypatch.setattr(gpu, "measure_fp32_rate", lambda device: 50e12)
     assert gpu.main(["--families", "softmax", "--concurrency", "1,4", "--steps", "2", "--warmup", "1"]) == 0
-    assert calls == [(1, False), (4, False), (4, True)]
+    assert calls == [(1, False), (1, False, "graphs"), (4, False), (4, True)]
     out = capsys.readouterr().out
     assert "plain N= 4:        2,000 tokens/s aggregate ( 2.00 x one run)" in out
     assert "MPS   N= 1:        1,000 tokens/s aggregate ( 1.00 x one run)" in out
     assert "MPS   N= 4:        3,000 tokens/s aggregate ( 3.00 x one run)" in out
     assert "best: softmax MPS N=4" in out
+    assert "CUDA graphs: 4,000 tokens/s (4.00 x eager)" in out and "7 timed steps replayed" in out
+    # before: the best N (MPS N=4, 3,000 tokens/s); after: graphs at one run per GPU (4,000)
+    line = next(ln for ln in out.splitlines() if ln.strip().startswith("paper-ptb"))
+    before, after = float(line.split()[2].replace(",", "")), float(line.split()[4].replace(",", ""))
+    assert after == pytest.approx(before * 3000 / 4000, rel=1e-3)

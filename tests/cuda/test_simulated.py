@@ -14,9 +14,9 @@ import os
 import pytest
 import torch
 
-from audit.train import progress, trainer as trainer_module
+from audit.train import progress, trainer as trainer_module, validation
 from audit.train.run import train
-from helpers import TINY_EVALUATE, comparable
+from helpers import TIMING, TINY_EVALUATE, comparable
 from support.fake_cuda import simulated_cuda
 from support.gpu_budget import HEADS, measure_training, settings_for
 
@@ -171,8 +171,37 @@ def test_validation_pass_with_anisotropy_and_spectrum_reads_the_host_once(head, 
         trainer = trainer_module.Trainer(settings, os.fspath(ptb_corpus), log=lambda m: None)
         model = trainer.eval_model()
         sim.take()
-        out = trainer_module.validation_pass(model, trainer.valid_data, settings["train"]["bptt"],
+        out = validation.validation_pass(model, trainer.valid_data, settings["train"]["bptt"],
                                              model.head.embedding.weight)
         record = sim.take()
     assert record.n_syncs <= 1 and not record.mixed, dict(record.syncs)
     assert math.isfinite(out["input_cosine"]) and len(out["output_singular_values"]) == model.head.embedding.weight.shape[1]
+
+
+def test_a_killed_graph_run_resumes_to_the_eager_runs_metrics(ptb_corpus, tmp_path, monkeypatch):
+    """``train.cuda_graphs`` through the run job (audit.train.run: checkpoints, resume,
+    metrics.json) on the simulated device, graphs replaced by tests/support/graph_standin.py: a
+    graph run killed after its first epoch resumes (its graphs captured afresh) to the metrics of
+    the uninterrupted eager run of the same seed."""
+    from audit.train import graphs
+    from support.graph_standin import ReplayStandIn
+
+    eager = settings_for("softmax", train_tokens=2000, bptt=10)
+    graphed = settings_for("softmax", train_tokens=2000, bptt=10, cuda_graphs=True)
+    monkeypatch.setattr(graphs, "default_backend", ReplayStandIn)
+    with simulated_cuda():
+        reference = train(eager, ptb_corpus, tmp_path / "eager", log=lambda m: None)
+        with monkeypatch.context() as patch:
+            _interrupt_after_first_epoch(patch)
+            with pytest.raises(KeyboardInterrupt):
+                train(graphed, ptb_corpus, tmp_path / "graphs", log=lambda m: None)
+        lines = []
+        resumed = train(graphed, ptb_corpus, tmp_path / "graphs", log=lines.append)
+    assert any(line.startswith("resumed checkpoint") for line in lines), lines
+    assert reference["status"] == resumed["status"] == "ok"
+    steps = [row.pop("graph_steps") for row in resumed["log"]]
+    assert all(n > 0 for n in steps)
+    differ = {k for k in set(resumed) | set(reference) if resumed.get(k) != reference.get(k)}
+    assert differ - TIMING <= {"settings", "log"}, differ   # the log: timing fields and graph_steps
+    assert resumed["settings"]["train"] == {**reference["settings"]["train"], "cuda_graphs": True}
+    assert comparable(resumed) == comparable(reference) | {"settings": resumed["settings"]}

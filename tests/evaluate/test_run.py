@@ -9,7 +9,8 @@ import torch
 from audit.data.corpus import load
 from audit.evaluate.run import evaluate_run, load_model, sentence_index, sentence_sums, stream_rows
 from audit.train.run import train
-from audit.train.trainer import batchify, evaluate_loss
+from audit.train.trainer import batchify
+from audit.train.validation import evaluate_loss
 from helpers import TINY_EVALUATE, tiny_settings
 
 

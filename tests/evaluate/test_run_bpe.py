@@ -12,7 +12,8 @@ from audit.data.corpus import EOS, load
 from audit.evaluate.run import WORDSIM_SUBWORD_NOTE, evaluate_run, load_model, per_word_fields
 from audit.report.summary import coverage_table
 from audit.train.run import train
-from audit.train.trainer import batchify, evaluate_loss
+from audit.train.trainer import batchify
+from audit.train.validation import evaluate_loss
 from helpers import TINY_EVALUATE, tiny_settings
 
 

@@ -63,7 +63,12 @@ def h200_like(simulated: bool = False) -> list[dict]:
                                            "bitwise_equal": True},
                                "plif": {"error": "RuntimeError: index_add_cuda_ does not have a deterministic "
                                                  "implementation"}},
-             "best_n": 2, "best": "N=2 under MPS", "gpu_hours": {"paper-ptb": 595.04, "mos-sweep-paper-ptb": 1278.4}}
+             "best_n": 2, "best": "N=2 under MPS", "gpu_hours": {"paper-ptb": 595.04, "mos-sweep-paper-ptb": 1278.4},
+             "fp32_tflops": 51.2,
+             "graphs": {"softmax": {"eager_tokens_per_second": 80_000.0, "eager_share": 0.171, "tokens_per_second": 240_000.0,
+                                    "x_eager": 3.0, "share": 0.513, "graph_steps": 57, "peak_gb": 1.3},
+                        "mos": {"eager_tokens_per_second": 40_000.0, "eager_share": 0.3}},
+             "gpu_hours_graphs": {"paper-ptb": 140.2, "mos-sweep-paper-ptb": 300.0}}
     return [
         environment(simulated),
         step("correctness", [check("log-probs awd_lstm/softmax", "max |diff| 9.54e-07",
@@ -168,7 +173,10 @@ def test_speed_tables_rows():
     # train.deterministic: 60,000 of the one run's 80,000; an arm torch refused is shown with its message
     assert "| softmax | 60,000 | 0.75 | yes |" in text
     assert "| plif | error: RuntimeError: index_add_cuda_ does not have a deterministic implementation |  |  |" in text
-    assert "| paper-ptb | 595.0 |" in text and "| mos-sweep-paper-ptb | 1,278.4 |" in text
+    assert "| paper-ptb | 595.0 | 140.2 |" in text and "| mos-sweep-paper-ptb | 1,278.4 | 300.0 |" in text
+    assert "shares of this GPU's measured fp32 matmul rate, 51.2 TFLOP/s (TF32 off)" in text
+    assert "| softmax | 80,000 | 17.1% | 240,000 | 3.00 | 51.3% | 57 |" in text
+    assert "| mos | 40,000 | 30.0% | not measured |  |  |  |" in text
 
 
 def test_weight_drop_line_gives_both_paths_and_the_cudnn_warning():

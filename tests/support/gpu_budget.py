@@ -30,6 +30,7 @@ def settings_for(head: str, **override) -> dict:
 def measure_training(head: str, corpus, lock_dir) -> list[dict]:
     """One row per epoch: phase, steps, syncs, ops, mixed, syncs per step; then validation."""
     from audit.train import trainer as T
+    from audit.train.validation import evaluate_loss
 
     os.environ.setdefault("AUDIT_GPU_LOCK_DIR", os.fspath(lock_dir))
     settings = settings_for(head)
@@ -51,7 +52,7 @@ def measure_training(head: str, corpus, lock_dir) -> list[dict]:
             trainer.train_epoch()
             train = sim.take()
             trainer.epoch += 1
-            valid_loss = T.evaluate_loss(trainer.eval_model(), trainer.valid_data, settings["train"]["bptt"])
+            valid_loss = evaluate_loss(trainer.eval_model(), trainer.valid_data, settings["train"]["bptt"])
             valid = sim.take()
             chunks = math.ceil((trainer.valid_data.size(0) - 1) / settings["train"]["bptt"])
             rows.append({"head": head, "phase": phase, "steps": steps[0], "syncs": train.n_syncs,

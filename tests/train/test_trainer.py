@@ -76,7 +76,8 @@ def _direct_numbers(model, data, bptt):
 
 @pytest.mark.parametrize("head", ["softmax", "mos"])
 def test_epoch_log_records_input_anisotropy_and_output_spectrum(head, ptb_corpus):
-    from audit.train.trainer import Trainer, evaluate_loss, validation_pass
+    from audit.train.trainer import Trainer
+    from audit.train.validation import evaluate_loss, validation_pass
 
     trainer = Trainer(tiny_settings(head=head, epochs=2, asgd="et", switch_epoch=1), str(ptb_corpus), log=lambda m: None)
     rows = [trainer.run_epoch(), trainer.run_epoch()]   # the second evaluates the averaged weights
@@ -94,25 +95,6 @@ def test_epoch_log_records_input_anisotropy_and_output_spectrum(head, ptb_corpus
     assert full["valid_loss"] == evaluate_loss(model, trainer.valid_data, trainer.t["bptt"]) == row["valid_loss"]
     # the first epoch's spectrum is that of the weights it evaluated (SGD, not yet averaged)
     assert rows[0]["output_singular_values"] != row["output_singular_values"]
-
-
-def test_anisotropy_of_parallel_and_opposite_inputs():
-    # u, u, -u: pairs (+1, -1, -1) -> mean -1/3, whatever the lengths; through a stub model
-    from audit.train.trainer import validation_pass
-
-    class Stub(torch.nn.Module):
-        def init_hidden(self, batch):
-            return None
-
-        def forward(self, words, hidden):
-            h = torch.tensor([[1.0, 2.0], [2.0, 4.0], [-3.0, -6.0]]).view(1, 3, 2)[:, : words.size(1)]
-            return torch.zeros(1, words.size(1), 4).log_softmax(-1), hidden, h, h
-
-    out = validation_pass(Stub(), torch.zeros(2, 3, dtype=torch.long), bptt=1,
-                          output_weight=torch.tensor([[3.0, 0.0], [0.0, 4.0], [0.0, 0.0]]))
-    assert out["input_cosine"] == pytest.approx(-1 / 3)
-    assert out["output_singular_values"] == pytest.approx([4.0, 3.0])
-    assert out["valid_loss"] == pytest.approx(np.log(4))
 
 
 def test_adamw_follows_warmup_then_cosine(ptb_corpus):
