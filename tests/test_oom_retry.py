@@ -61,20 +61,29 @@ def test_oom_raises_one_line_error_keeps_checkpoint_and_writes_no_metrics(tmp_pa
 
 
 @pytest.mark.slow
-def test_oom_on_the_simulated_gpu_is_retried_by_snakemake_with_the_gpu_to_itself(tmp_path, mirror, monkeypatch):
+@pytest.mark.parametrize("cuda_graphs", [False, True], ids=["eager", "cuda-graphs"])
+def test_oom_on_the_simulated_gpu_is_retried_by_snakemake_with_the_gpu_to_itself(cuda_graphs, tmp_path, mirror,
+                                                                                  monkeypatch):
     """The jobs run on the simulated CUDA device (tests/support/simulated_python.py), a GPU shared
     by runs_per_gpu = 2 runs: on its first attempt the training job may use half the device's
     memory, which its real peak exceeds, so the simulated allocator raises torch's out-of-memory
     error; the job exits non-zero, Snakemake retries it holding both slots (the whole GPU), and
-    the retry ends with the numbers of a run that never ran out of memory."""
+    the retry ends with the numbers of a run that never ran out of memory. Eagerly and with
+    ``train.cuda_graphs`` (issue 47; graphs replaced by tests/support/graph_standin.py in every job
+    and in the reference: the retry resumes, captures afresh and replays)."""
     from audit.config import load_study, settings_json
+    from audit.train import graphs
     from audit.train.run import train
     from support import simulated_python
     from support.fake_cuda import simulated_cuda
+    from support.graph_standin import ReplayStandIn
 
     (tmp_path / "wd").mkdir()
     workdir = copy_workflow(tmp_path / "wd")
-    config = {**CONFIG, "train": {**CONFIG["train"], "device": "cuda", "runs_per_gpu": 2, "oom_retries": 1}}
+    config = {**CONFIG, "train": {**CONFIG["train"], "device": "cuda", "runs_per_gpu": 2, "oom_retries": 1,
+                                  **({"cuda_graphs": True} if cuda_graphs else {})}}
+    monkeypatch.setattr(graphs, "default_backend", ReplayStandIn)
+    monkeypatch.setenv("AUDIT_SIM_GRAPHS", "standin")
     write_config(workdir, config)
     corpus = "results/data/ptb/corpus.pt"
     proc = snakemake(workdir, corpus, "--configfile", "configs/resume.yaml", mirror=mirror)
@@ -106,3 +115,4 @@ def test_oom_on_the_simulated_gpu_is_retried_by_snakemake_with_the_gpu_to_itself
     log = (workdir / LOG).read_text()   # the retry's log
     assert "holding 2 slots: the whole GPU" in log, log[-2000:]
     assert without_retries(metrics) == without_retries(reference)
+    assert all(row.get("graph_steps", 0) > 0 for row in metrics["log"]) == cuda_graphs

@@ -71,13 +71,16 @@ class CudaGraphs:
 
     def __init__(self):
         self.pool = torch.cuda.graph_pool_handle()
+        self.side = torch.cuda.Stream()
 
     def warm_up(self, body: Callable[[], tuple]) -> tuple:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
+        """Run ``body`` eagerly on a side stream (PyTorch's order before a capture). Each stream
+        waits for the other's queued work, so a tensor the side stream allocated and the main
+        stream reads is never reused by the side stream before that read."""
+        self.side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(self.side):
             out = body()
-        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.current_stream().wait_stream(self.side)
         return out
 
     def capture(self, body: Callable[[], tuple]):

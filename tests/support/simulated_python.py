@@ -12,6 +12,9 @@ the GPU's ``runs_per_gpu`` slots (``AUDIT_GPU_SLOTS``, ``AUDIT_RUNS_PER_GPU``: w
 itself hands the job) may use ``s / runs_per_gpu`` of it: the other slots' runs hold the rest, as
 on a GPU shared by that many runs. So a job that runs out of memory on a shared GPU is rerun by
 Snakemake's ``retries:`` holding every slot (``audit.device.job_gpu_slots``), and then fits.
+
+CUDA graphs: with ``AUDIT_SIM_GRAPHS=standin`` a job's ``train.cuda_graphs`` runs on the graph
+stand-in of tests/support/graph_standin.py (a CPU cannot capture a real graph).
 """
 
 from __future__ import annotations
@@ -55,3 +58,8 @@ def start() -> None:
     context = simulated_cuda(memory_limit=memory_limit(os.environ), total_memory=total)
     context.__enter__()
     atexit.register(context.__exit__, None, None, None)
+    if os.environ.get("AUDIT_SIM_GRAPHS") == "standin":
+        from audit.train import graphs
+        from support.graph_standin import ReplayStandIn
+
+        graphs.default_backend = ReplayStandIn
