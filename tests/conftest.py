@@ -33,6 +33,19 @@ def ptb_corpus(mirror, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def ptb_corpus_2k(mirror, tmp_path_factory):
+    """PTB with its vocabulary capped at its 2,000 most frequent words, the rest ``<unk>``
+    (``data.vocab_size: 2000``), prepared once per session: for the tests whose cost grows as V^2
+    (a reverse-mode Jacobian: V backward rows of V outputs; the argmax tiers) and whose point does
+    not depend on V."""
+    from audit.data.corpus import prepare, restrict_vocab, save
+
+    path = tmp_path_factory.mktemp("ptb-2k") / "corpus.pt"
+    save(restrict_vocab(prepare(mirror / "ptb", unseen_to_unk=True), 2000), path)
+    return path
+
+
+@pytest.fixture(scope="session")
 def smoke_study(mirror, tmp_path_factory):
     """The smoke study (configs/smoke.yaml) run once through the whole Snakemake DAG, shared by every
     test that only needs a finished one (tests/test_pipeline.py, tests/test_slurm.py). Read it;

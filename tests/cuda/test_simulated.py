@@ -63,18 +63,25 @@ def _interrupt_after_first_epoch(monkeypatch):
 
 
 @pytest.mark.parametrize("head", HEADS)
-def test_killed_run_resumes_and_evaluates_on_the_device(head, ptb_corpus, mirror, tmp_path, monkeypatch):
+def test_killed_run_resumes_and_evaluates_on_the_device(head, ptb_corpus_2k, mirror, tmp_path, monkeypatch):
+    """A killed run resumes on the device to the uninterrupted run's numbers, and its evaluation
+    on the device has no mixed-device op, at most one sync per chunk, and the CPU's numbers.
+
+    On PTB capped at 2,000 words (``ptb_corpus_2k``; issue 48): the reverse-mode Jacobian here
+    costs V backward rows of V outputs, 53 of the 74 s of MoS's case at V = 10,000; what this test
+    checks (resume, devices, syncs, numbers) does not depend on V."""
     import numpy as np
     import pandas as pd
 
     from audit.evaluate import debate, jacobian
     from audit.evaluate.run import evaluate_run
 
+    ptb_corpus = ptb_corpus_2k
     settings = settings_for(head, train_tokens=2000, bptt=10)
     options = {**TINY_EVALUATE, "jacobian": {"contexts": 3}}
     # every language-model config resolves the Jacobian's auto mode to reverse (plain autograd):
     # ceil(V / 512) passes <= d_in (paper PTB: 20 <= 400; CPU default: 4 <= 64). This tiny model
-    # (V = 10,000, d_in = 8) would pick forward mode, whose torch.func wrappers hide the device
+    # (V = 2,000, d_in = 8) would pick forward mode, whose torch.func wrappers hide the device
     # from the simulation; forward mode on a GPU stays on docs/gpus.md's "Still owed" list
     monkeypatch.setattr(jacobian, "_resolve_mode", lambda *args, **kwargs: "reverse")
     with simulated_cuda() as sim:
@@ -106,9 +113,8 @@ def test_killed_run_resumes_and_evaluates_on_the_device(head, ptb_corpus, mirror
     assert record.n_syncs <= chunks, dict(record.syncs)
     # the same model evaluated on the CPU: the device path computes the same numbers (spectrum,
     # ranks, top-k, Jacobian, word similarity), up to float rounding of reordered sums
-    # The CPU reference skips the argmax test: its fields are not compared here, and at this V
-    # (10,000) its cheap tiers take ~20 s a call (V^2 pairs, two boxes), over a third of the
-    # test; the device call above ran it in full.
+    # The CPU reference skips the argmax test: its fields are not compared here, and its cheap
+    # tiers grow as V^2 (two boxes; ~20 s a call at V = 10,000); the device call above ran it in full.
     with monkeypatch.context() as patch:
         patch.setattr(debate, "argmax_fields",
                       lambda *args, **kwargs: ({}, pd.DataFrame(columns=debate.ARGMAX_COLUMNS)))
@@ -118,7 +124,9 @@ def test_killed_run_resumes_and_evaluates_on_the_device(head, ptb_corpus, mirror
     assert "jacobian_fraction_below" in result
     for key in ("test_ppl", "press_rank", "jacobian_fraction_below"):
         assert result[key] == pytest.approx(on_cpu[key], rel=1e-5), key
-    assert result["wordsim"] == pytest.approx(on_cpu["wordsim"], rel=1e-5)
+    # at V = 2,000 a benchmark with too few pairs in the vocabulary is NaN on both devices
+    assert sum(math.isfinite(v) for v in result["wordsim"].values()) >= 8, result["wordsim"]
+    assert result["wordsim"] == pytest.approx(on_cpu["wordsim"], rel=1e-5, nan_ok=True)
     np.testing.assert_allclose(spectra["jacobian_mean_normalised_sv"], cpu_spectra["jacobian_mean_normalised_sv"],
                                rtol=1e-4, atol=1e-7)
 

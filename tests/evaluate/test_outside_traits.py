@@ -248,17 +248,19 @@ class ScaledGRU(nn.Module):
 '''
 
 
-def test_an_outside_body_and_head_are_evaluated_as_the_built_in_softmax_on_that_body(package, ptb_corpus, mirror,
+def test_an_outside_body_and_head_are_evaluated_as_the_built_in_softmax_on_that_body(package, ptb_corpus_2k, mirror,
                                                                                      tmp_path):
     """The whole evaluation of a run: the outside body's own ``output_box`` (2.0, not the unit box)
     is the exact test's box, and the outside softmax trained on it gets every number the built-in
     softmax gets on the same body and seed (the same training: a tied decoder and a zero bias),
     the gradient share included. No LP and one braid step (``lp_budget`` 0, ``patience`` 1): the
-    tiers before the LP over V = 10,000 are what a box changes, at a fraction of the CPU."""
+    tiers before the LP are what a box changes, at a fraction of the CPU. On PTB capped at 2,000
+    words (issue 48: the tiers grow as V^2; 35 s of CI at V = 10,000)."""
     from audit.evaluate.run import evaluate_run, load_model
     from audit.train.run import train
     from tests.helpers import TINY_EVALUATE, tiny_settings
 
+    ptb_corpus = ptb_corpus_2k
     (package / "traits35" / "bodies.py").write_text(SCALED_GRU)
     body = {"body": "traits35.bodies:ScaledGRU"}
     evaluate = {**TINY_EVALUATE, "argmax": {**TINY_EVALUATE["argmax"], "lp_budget": 0, "patience": 1}}
@@ -281,4 +283,6 @@ def test_an_outside_body_and_head_are_evaluated_as_the_built_in_softmax_on_that_
     assert builtin["argmax_box"] == 2.0 and direct(2.0) != direct(1.0)
     assert {k: builtin[k] for k in direct(2.0)} == direct(2.0)
     assert 0.0 < outside["gradient_share"] < 1.0 and "gradient_share_note" not in outside
-    assert _untimed(outside) == _untimed(builtin)
+    # a benchmark with too few pairs among 2,000 words is NaN in both (NaN != NaN: compared as text)
+    same = lambda r: {**_untimed(r), "wordsim": {k: repr(v) for k, v in r["wordsim"].items()}}  # noqa: E731
+    assert same(outside) == same(builtin)

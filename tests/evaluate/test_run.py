@@ -13,6 +13,17 @@ from audit.train.trainer import batchify
 from audit.train.validation import evaluate_loss
 from helpers import TINY_EVALUATE, tiny_settings
 
+V = 2_000  # the capped PTB these tests evaluate on (below)
+
+
+@pytest.fixture(scope="module")
+def ptb_corpus(ptb_corpus_2k):
+    """PTB capped at its 2,000 most frequent words (tests/conftest.py; issue 48): an evaluation's
+    argmax tiers and reverse-mode Jacobian grow as V^2 (about 20 s an argmax call at V = 10,000),
+    and what these tests check (every measurement against an independent computation, the rank
+    bounds, the failed and stuck jobs) holds at any V above the rank."""
+    return ptb_corpus_2k
+
 
 def train_and_sharpen(settings, corpus, run_dir, scale=20.0):
     """Train briefly, then scale the tied embedding so that logits vary by several units across
@@ -43,11 +54,11 @@ def test_eval_matches_an_independent_computation(trained, ptb_corpus, mirror):
     assert result["test_tokens"] == 999 and result["contexts"] == 300
     # Press rank from a materialised float64 SVD of the same float32 rows
     rows = torch.cat(list(stream_rows(model, test, 20, 300))).double().numpy()
-    assert rows.shape == (300, 10_000)
+    assert rows.shape == (300, V)
     sv = np.linalg.svd(rows, compute_uv=False)
     tol = 0.5 * math.sqrt(sum(rows.shape) + 1) * sv[0] * np.finfo(np.float32).eps
     assert result["press_rank"] == int((sv > tol).sum())
-    assert len(result["wordsim"]) == 13 and result["wordsim_found"]["EN-WS-353-ALL"] > 100
+    assert len(result["wordsim"]) == 13 and result["wordsim_found"]["EN-WS-353-ALL"] > 50  # 83 pairs in the 2,000 words
     spectrum = np.load(trained / "spectrum.npz")
     k = result["press_rank"]  # values above the tolerance agree; below it the float64 Gram resolves ~1e-8 of s_max
     assert np.allclose(spectrum["log_p_sv"][:k], sv[:k], rtol=1e-6)
@@ -86,11 +97,11 @@ def test_softmax_rank_is_d_plus_2_and_logit_rank_d_plus_1(ptb_corpus, mirror, tm
         (np.isinf(result["hidden_gap_ratio"]) and sv[8] < 1e-7 * sv[0])
     # every token of the sharpened head is settled: witnesses and LPs (budget 20) or unresolved
     settled = sum(result[f"argmax_{t}_tokens"] for t in ("witness", "braid", "dominated", "lp"))
-    assert settled + result["argmax_unresolved"] == 10_000 and result["argmax_box"] == 1.0
+    assert settled + result["argmax_unresolved"] == V and result["argmax_box"] == 1.0
     table = pd.read_csv(tmp_path / "argmax_tokens.csv")
     assert len(table) == result["unargmaxable"] + result["argmax_unresolved"]
     assert (table["status"] == "unargmaxable").sum() == result["unargmaxable"]
-    counts = np.bincount(load(ptb_corpus).train[:6000].numpy(), minlength=10_000)
+    counts = np.bincount(load(ptb_corpus).train[:6000].numpy(), minlength=V)
     assert (table["train_count"].to_numpy() == counts[table["token"].to_numpy()]).all()
     assert 0.0 < result["gradient_share"] < 1.0 and result["gradient_share_tokens"] == 300
 
@@ -102,8 +113,8 @@ def test_a_mixture_gets_its_gradient_share_and_a_witness_search_lower_bound(ptb_
     found = result["argmax_argmaxable"]
     assert result["unargmaxable"] is None and result["argmax_searched_tokens"] == 40 and 0 < found <= 40
     assert result["argmax_note"].startswith(f"lower bound from a witness search: at least {found} argmaxable, "
-                                            f"{10_000 - found} unresolved")
-    assert result["argmax_unresolved"] == 10_000 - found and result["argmax_seconds"] > 0
+                                            f"{V - found} unresolved")
+    assert result["argmax_unresolved"] == V - found and result["argmax_seconds"] > 0
     assert 0.0 < result["gradient_share"] < 1.0
     assert result["hidden_gap_ok"] is None and result["hidden_gap_dim"] >= 1
     table = pd.read_csv(tmp_path / "argmax_tokens.csv")
