@@ -116,10 +116,10 @@ def worker(settings: dict, corpus: str, steps: int, warmup: int, barrier: Path |
     """Warm up, wait for the barrier, time ``steps`` steps; tokens, start and end (wall clock)."""
     import torch
 
-    from audit.train.trainer import Trainer
+    from audit.train.trainer import Trainer, mean_sequence_length
 
     t = settings["train"]
-    mean_len = t["bptt"] if not t["variable_bptt"] else 0.95 * t["bptt"] + 0.05 * t["bptt"] / 2
+    mean_len = mean_sequence_length(t["bptt"], t["variable_bptt"])
     if t.get("cuda_graphs", False):
         warmup = max(warmup, GRAPH_WARMUP)
     trainer = Trainer(settings, corpus, log=lambda msg: None)

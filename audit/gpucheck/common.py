@@ -124,6 +124,19 @@ def tiny_settings(head: str, body: str, device: str, vocab: int = 500, **train) 
     return settings
 
 
+def max_param_gap(a: dict, b: dict) -> float:
+    """max |a - b| over the floating-point tensors of two state dicts, over max(1, max |b|)."""
+    import torch
+
+    gap, scale = 0.0, 1.0
+    for (name, x), (_, y) in zip(sorted(a.items()), sorted(b.items())):
+        if not torch.is_floating_point(x):
+            continue
+        x, y = x.detach().double().cpu(), y.detach().double().cpu()
+        gap, scale = max(gap, (x - y).abs().max().item()), max(scale, y.abs().max().item())
+    return gap / scale
+
+
 def random_corpus(path: Path, vocab: int, train: int, valid: int, test: int, seed: int = 0) -> str:
     """A corpus cache of seeded uniformly random ids with the given vocabulary and split sizes
     (speed and memory do not depend on which words)."""

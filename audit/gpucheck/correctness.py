@@ -36,23 +36,11 @@ WDROP_SHAPE = {"n_in": 400, "n_out": 1150, "batch": 20, "steps": 70}
 JACOBIAN_TOL = 1e-5  # ||J_forward - J_reverse|| / ||J_reverse||, both on CUDA
 
 
-def _max_param_gap(a, b) -> float:
-    import torch
-
-    gap, scale = 0.0, 1.0
-    for (name, x), (_, y) in zip(sorted(a.items()), sorted(b.items())):
-        if not torch.is_floating_point(x):
-            continue
-        x, y = x.detach().double().cpu(), y.detach().double().cpu()
-        gap, scale = max(gap, (x - y).abs().max().item()), max(scale, y.abs().max().item())
-    return gap / scale
-
-
 def compare_run(head: str, body: str, corpus: str, result) -> None:
     """Log-probs, one optimiser step and one averaging step of one (body, head) on CUDA vs CPU."""
     import torch
 
-    from audit.gpucheck.common import tiny_settings
+    from audit.gpucheck.common import max_param_gap, tiny_settings
     from audit.train.trainer import Trainer
 
     trainers = {}
@@ -79,7 +67,7 @@ def compare_run(head: str, body: str, corpus: str, result) -> None:
     rows = {d: t.train_epoch() for d, t in trainers.items()}
     loss_gap = abs(rows["cuda"]["train_loss"] - rows["cpu"]["train_loss"]) / abs(rows["cpu"]["train_loss"])
     result.check(f"{optimizer} step loss {key}", f"{loss_gap:.3g}", f"relative <= {LOSS_RTOL:g}", loss_gap <= LOSS_RTOL)
-    gap = _max_param_gap(gpu.model.state_dict(), cpu.model.state_dict())
+    gap = max_param_gap(gpu.model.state_dict(), cpu.model.state_dict())
     if adamw:
         # AdamW's first step moves each weight by about lr x sign(g): a gradient entry that is
         # rounding noise on both devices may take either sign, so its weights can differ by up to
@@ -100,7 +88,7 @@ def compare_run(head: str, body: str, corpus: str, result) -> None:
     for t in trainers.values():
         t.start_averaging()
         t.train_epoch()
-    gap = _max_param_gap(gpu.average.module.state_dict(), cpu.average.module.state_dict())
+    gap = max_param_gap(gpu.average.module.state_dict(), cpu.average.module.state_dict())
     result.check(f"averaging step {key}", f"{gap:.3g}", f"max |diff| / max(1, max |w|) <= {PARAM_TOL:g}",
                  gap <= PARAM_TOL)
 

@@ -12,6 +12,8 @@ graphs cannot run (tests/train/test_graphs.py checks their bookkeeping with a st
 
 from __future__ import annotations
 
+from audit.gpucheck.common import max_param_gap
+
 STEPS = 50
 LOSS_RTOL = 1e-5    # max over steps of |loss_graph - loss_eager| / |loss_eager|: one forward's rounding
 PARAM_TOL = 1e-4    # max |w_graph - w_eager| / max(1, max |w_eager|) after STEPS SGD steps (correctness.PARAM_TOL)
@@ -23,7 +25,7 @@ def train_steps(settings: dict, corpus: str, steps: int) -> dict:
     losses (read once, at the end), final weights on the host and the steps a graph replayed."""
     import torch
 
-    from audit.train.trainer import Trainer
+    from audit.train.trainer import Trainer, mean_sequence_length
 
     trainer = Trainer(settings, corpus, log=lambda msg: None)
     losses = []
@@ -35,11 +37,9 @@ def train_steps(settings: dict, corpus: str, steps: int) -> dict:
         forward = trainer.forward_loss
         trainer.forward_loss = lambda *a: (lambda out: losses.append(out[0].detach()) or out)(forward(*a))
     t = trainer.t
-    mean_len = 0.95 * t["bptt"] + 0.05 * t["bptt"] / 2 if t["variable_bptt"] else t["bptt"]
-    t["epoch_tokens"] = int(steps * mean_len * t["batch_size"])
+    t["epoch_tokens"] = int(steps * mean_sequence_length(t["bptt"], t["variable_bptt"]) * t["batch_size"])
     row = trainer.train_epoch()
-    weights = {k: v.detach().double().cpu() for k, v in trainer.model.state_dict().items()
-               if torch.is_floating_point(v)}
+    weights = {k: v.detach().cpu().clone() for k, v in trainer.model.state_dict().items()}
     return {"losses": torch.stack(losses).double().cpu(), "weights": weights, "graph_steps": row.get("graph_steps", 0)}
 
 
@@ -47,11 +47,7 @@ def _gaps(a: dict, b: dict) -> tuple[float, float]:
     """(max relative loss gap over the common steps, max weight gap over max(1, max |w|))."""
     n = min(len(a["losses"]), len(b["losses"]))
     la, lb = a["losses"][:n], b["losses"][:n]
-    loss = ((la - lb).abs() / lb.abs()).max().item()
-    gap, scale = 0.0, 1.0
-    for name, w in b["weights"].items():
-        gap, scale = max(gap, (a["weights"][name] - w).abs().max().item()), max(scale, w.abs().max().item())
-    return loss, gap / scale
+    return ((la - lb).abs() / lb.abs()).max().item(), max_param_gap(a["weights"], b["weights"])
 
 
 def run(result, corpus: str, simulated: bool) -> None:

@@ -76,6 +76,12 @@ def sequence_lengths(rng: np.random.Generator, bptt: int, variable: bool, delta:
     return int(min(max(5, int(rng.normal(base, 5))), bptt + delta))
 
 
+def mean_sequence_length(bptt: int, variable: bool) -> float:
+    """The mean of ``sequence_lengths``' base draw: bptt, or 0.95 bptt + 0.05 bptt / 2 when
+    variable (rows per step, to size an epoch of about N steps: ``epoch_tokens``)."""
+    return 0.95 * bptt + 0.05 * bptt / 2 if variable else bptt
+
+
 class Trainer:
     """State of one run; ``state_dict``/``load_state_dict`` make it resumable."""
 
@@ -98,6 +104,7 @@ class Trainer:
         torch.manual_seed(settings["seed"])  # one process per run: the seed fixes init and dropout
         self.model = LanguageModel(self.cfg).to(self.device)
         self.rng = np.random.default_rng(settings["seed"])  # sequence lengths
+        self.trainable = [p for p in self.model.parameters() if p.requires_grad]  # what clipping sees
         special = self.model.head.extra_param_groups()
         special_ids = {id(p) for group in special for p in group["params"]}
         main = [p for p in self.model.parameters() if p.requires_grad and id(p) not in special_ids]
@@ -187,7 +194,6 @@ class Trainer:
         budget = rows if t["epoch_tokens"] is None else math.ceil(t["epoch_tokens"] / t["batch_size"])
         hidden = model.init_hidden(t["batch_size"])
         keep_freed_memory()  # big per-step tensors stay in the heap: no page faults every step
-        trainable = [p for p in model.parameters() if p.requires_grad]
         # The loss sum stays on the device (float64, the same additions in the same order as a
         # Python float, so the same numbers); the host reads it once per epoch. On a GPU the
         # finiteness check is read every SYNC_EVERY steps from the second block on, remembering
@@ -220,7 +226,7 @@ class Trainer:
             else:
                 first_bad = torch.where((first_bad < 0) & ~torch.isfinite(loss), self.position, first_bad)
             if self.graphs is None:
-                self.update(loss, trainable)
+                self.update(loss)
             if self.average is not None:
                 self.average.update_parameters(model)
             total_loss += raw_loss.detach().double() * targets.numel()
@@ -264,18 +270,18 @@ class Trainer:
         loss = loss + t["beta"] * (raw[1:] - raw[:-1]).pow(2).mean()   # TAR
         return raw_loss, loss, hidden
 
-    def update(self, loss: torch.Tensor, trainable: list) -> None:
+    def update(self, loss: torch.Tensor) -> None:
         """Backward, clipping and the optimiser's step (gradients set to None first)."""
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(trainable, self.t["clip"])
+        torch.nn.utils.clip_grad_norm_(self.trainable, self.t["clip"])
         self.optimizer.step()
 
     def step_body(self, words: torch.Tensor, targets: torch.Tensor, hidden) -> tuple:
         """One whole training step, as a CUDA graph records it: (raw_loss, loss, new hidden),
         the losses detached and the hidden state cut from the autograd graph."""
         raw_loss, loss, hidden = self.forward_loss(words, targets, detach_hidden(hidden))
-        self.update(loss, [p for p in self.model.parameters() if p.requires_grad])
+        self.update(loss)
         return raw_loss.detach(), loss.detach(), detach_hidden(hidden)
 
     def total_steps(self) -> int:
