@@ -238,3 +238,48 @@ def grid_figure(name: str) -> Callable[[Sources], str]:
 
     build.__name__ = name
     return build
+
+
+def _trajectory_inputs(src: Sources):
+    """What the trajectory tables read (issue 56): the runs table, the statistics config and its
+    settings, the runs' per-epoch logs (--run-dirs) and a group-sequential study's looks (--looks)."""
+    from audit.stats.io import Settings, load_config
+    from audit.stats.trajectory import read_epochs
+
+    if not src.path("stats_config"):
+        raise AuditError("the statistics config was not given (--config)")
+    config = load_config(src.path("stats_config"))
+    settings = Settings.from_config(config.get("stats"), str(src.path("stats_config")))
+    looks = [int(n) for n in str(src.option("looks", "")).split(",") if n.strip()]
+    return src.runs(), read_epochs(src.run_dirs), config, settings, looks
+
+
+def trajectories(src: Sources):
+    """Every traced verdict at every recorded budget (audit.stats.trajectory)."""
+    from audit.evaluate.baselines import load_baselines
+    from audit.stats.trajectory import trajectory_table
+
+    runs, epochs, config, settings, looks = _trajectory_inputs(src)
+    baselines = load_baselines(src.path("baselines")) if src.path("baselines") else None
+    return trajectory_table(runs, epochs, config, settings, baselines, str(src.path("stats_config")), looks)
+
+
+def trajectory_marks(src: Sources):
+    """Held, changed or still moving, per traced verdict (audit.stats.trajectory_marks)."""
+    import pandas as pd
+
+    from audit.stats.trajectory import COLUMNS, best_so_far
+    from audit.stats.trajectory_marks import marks_table
+
+    runs, epochs, config, settings, looks = _trajectory_inputs(src)
+    table = src.csv("trajectories")
+    table = pd.DataFrame(columns=COLUMNS) if table is None else table
+    return marks_table(table, best_so_far(epochs), runs, config, settings, looks)
+
+
+def trajectories_figure(src: Sources) -> str:
+    from audit.report.trajectories import trajectory_figure
+    from audit.stats.trajectory import best_so_far, read_epochs
+
+    return trajectory_figure(src.csv("trajectories"), best_so_far(read_epochs(src.run_dirs)), src.runs(),
+                             src.csv("trajectory_marks"))

@@ -93,6 +93,9 @@ INPUTS = {
     "evidence_claims": Input("--evidence-claims", "{reports}/tables/evidence_claims.csv",
                              help="evidence_claims.csv (the config's further runs tables)"),
     "baselines": Input("--baselines", "{reports}/tables/baselines.csv", help="baselines.csv"),
+    "trajectories": Input("--trajectories", "{reports}/tables/trajectories.csv", help="trajectories.csv"),
+    "trajectory_marks": Input("--trajectory-marks", "{reports}/tables/trajectory_marks.csv",
+                              help="trajectory_marks.csv"),
 }
 RUN_DIRS_FLAG = "--run-dirs"  # every per-run input reaches the CLI as the run folders
 
@@ -109,6 +112,7 @@ OPTIONS = {
     "metric": Option(str, "y column (strip, rank_vs_ppl); default test_ppl"),
     "x": Option(str, "x column of rank_vs_ppl; default press_rank"),
     "threshold": Option(float, "degeneracy threshold drawn on the jacobian figure"),
+    "looks": Option(str, "a group-sequential study's seeds per arm at each look, e.g. 4,7,10 (trajectories)"),
 }
 
 
@@ -152,6 +156,16 @@ def has_grid_pairs(config: dict) -> bool:
 def sequential_design(config: dict) -> bool:
     """The study schedules its seeds group-sequentially (a ``seeds:`` mapping)."""
     return has_runs(config) and isinstance(config["seeds"], dict)
+
+
+def look_sizes(config: dict) -> dict:
+    """The trajectories' option: a group-sequential study's seeds per arm at each look (each look's
+    runs are traced), none for a fixed design."""
+    if not sequential_design(config):
+        return {}
+    from audit.stats.sequential.schedule import stage_sizes   # torch-free, read when the rule is made
+
+    return {"looks": ",".join(str(n) for n in stage_sizes(config["seeds"]))}
 
 
 def has_published(config: dict) -> bool:
@@ -297,6 +311,11 @@ REGISTRY: tuple[Output, ...] = (
     Output("wordsim_coverage", "table", b.wordsim_coverage, ("eval",)),
     Output("warnings", "table", b.warnings, ("runs", "stats_config", "comparisons", "correlations")),
     Output("topk", "table", b.topk, ("topk",)),
+    # every verdict on a metric recorded per epoch, at every budget, from the runs' logs (issue 56)
+    Output("trajectories", "table", b.trajectories, ("runs", "stats_config", "metrics", "baselines"),
+           options=look_sizes),
+    Output("trajectory_marks", "table", b.trajectory_marks, ("runs", "stats_config", "metrics", "trajectories"),
+           options=look_sizes),
     Output("grid", "table", b.grid, ("runs",), when=has_grid),
     Output("sequential", "table", b.sequential, ("sequential", "runs", "stats_config", "baselines"),
            when=sequential_design),
@@ -307,6 +326,7 @@ REGISTRY: tuple[Output, ...] = (
     Output("rank_vs_ppl", "figure", b.rank_vs_ppl, ("runs", "correlations"),
            options=lambda config: {"x": "press_rank", "metric": "test_ppl"}),
     Output("strip", "figure", b.strip, ("runs", "stats_config"), options=lambda config: {"metric": "test_ppl"}),
+    Output("trajectories", "figure", b.trajectories_figure, ("runs", "metrics", "trajectories", "trajectory_marks")),
     Output("jacobian", "figure", b.jacobian, ("spectrum",), when=jacobian_on,
            options=lambda config: {"threshold": config["evaluate"]["jacobian"]["threshold"]}),
     Output("wordsim_wins", "figure", b.wordsim_wins, ("wins",), when=two_heads),

@@ -138,7 +138,8 @@ def marks_table(trajectories: pd.DataFrame, traced: pd.DataFrame, runs: pd.DataF
         raise AuditError(f"trajectory marks: held share must lie in (0, 1); got {share}")
     by_look = dict(look_runs(runs, looks or []))
     # read back from CSV, an empty text cell is NaN: '' again, so that groups and looks match
-    trajectories = trajectories.fillna({c: "" for c in ("claim_id", "look", "head_a", "head_b")})
+    text = ["claim_id", "look", "head_a", "head_b"]
+    trajectories = trajectories.assign(**{c: trajectories[c].astype(object).fillna("") for c in text})
     rows = []
     for _, group in trajectories.sort_values("epoch").groupby(GROUP, sort=False, dropna=False):
         first = group.iloc[0]

@@ -19,8 +19,9 @@ from audit.report.registry import INPUTS, OPTIONS, REGISTRY, Sources
 REPO = Path(__file__).resolve().parents[2]
 
 LM_TABLES = ["cross_scale", "baselines", "comparisons", "correlations", "wordsim_wins", "wordsim_diffs", "claims",
-             "results", "ranks", "wordsim_rho", "wordsim_coverage", "warnings", "topk"]
-LM_FIGURES = ["rank_decay", "learning_curves", "saturation", "rank_vs_ppl", "strip"]
+             "results", "ranks", "wordsim_rho", "wordsim_coverage", "warnings", "topk", "trajectories",
+             "trajectory_marks"]
+LM_FIGURES = ["rank_decay", "learning_curves", "saturation", "rank_vs_ppl", "strip", "trajectories"]
 
 
 def names(entries):
