@@ -197,7 +197,7 @@ def test_forest_legend_reads_the_tables_level():
     assert "Welch CI of unstated level" in forest.forest(rows.drop(columns="ci_level"), "t")
 
 
-SOURCES = [*sorted((REPO / "audit" / "report" / "templates").glob("*.j2")), *sorted((REPO / "captions").glob("*.rst")),
+SOURCES = [*sorted((REPO / "audit" / "report" / "templates").rglob("*.j2")), *sorted((REPO / "captions").glob("*.rst")),
            *sorted((REPO / "audit" / "report").glob("*.py")), REPO / "audit" / "plots.py"]
 
 

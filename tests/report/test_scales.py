@@ -127,7 +127,7 @@ def test_an_evidence_column_says_how_its_seeds_came(tmp_path):
     # the page: the sequential evidence column carries the same mark as a sequential "this study"
     html = environment().from_string(
         '{% set present = {"sequential": False} %}{% set scales = m %}'
-        + (REPO / "audit/report/templates/audit.html.j2").read_text().split('<section id="scales">')[1]
+        + (REPO / "audit/report/templates/sections/scales.html.j2").read_text().split('<section id="scales">')[1]
         .split("</section>")[0]).render(m=for_page(table))
     header = html.split("<thead>")[1].split("</tr>")[0]
     assert header.count("fixed-design tests: not sequentially valid") == 1
