@@ -23,6 +23,7 @@ import yaml
 from audit.errors import AuditError
 from audit.plots import EMPTY_MARK
 from audit.report import levels
+from audit.report.trajectories import page_marks
 
 SECTION_TITLES = [  # anchor -> table-of-contents entry, in page order
     ("scales", "Every claim at every scale"), ("published", "Published evidence"), ("verdicts", "Verdicts"), ("results", "Results per corpus"), ("comparisons", "Comparisons"),
@@ -33,6 +34,8 @@ SECTION_TITLES = [  # anchor -> table-of-contents entry, in page order
     ("provenance", "Provenance"),
     ("warnings", "Warnings"),
 ]
+# issue 56: verdicts over training, after the learning curves (which have no entry of their own)
+SECTION_TITLES.insert([key for key, _ in SECTION_TITLES].index("spread") + 1, ("trajectories", "Verdicts over training"))
 WARNING_TITLES = {
     "failed": "Failed or diverged runs", "too_few_seeds": "Too few seeds",
     "non_normal": "Non-normal samples", "unconverged": "Possibly unconverged models",
@@ -337,6 +340,8 @@ def render(runs_path: str, config_path: str, table_paths: list[str], figure_path
         "grid": "grid" in tables, "synthetic": "synthetic_summary" in tables, "sequential": "sequential" in tables,
         "provenance": provenance is not None, "warnings": bool(warnings),
     }
+    trajectories = page_marks(tables.get("trajectory_marks"))   # issue 56: held, changed, still moving
+    present["trajectories"] = bool(trajectories["by_claim"] or trajectories["comparisons"] or "trajectories" in figures)
     context = {
         "study": config.get("study", ""), "description": config.get("description", ""),
         "n_runs": len(runs), "study_kind": study_kind(present), "n_failed": _n_failed(runs),
@@ -362,6 +367,7 @@ def render(runs_path: str, config_path: str, table_paths: list[str], figure_path
         "baselines": records(tables.get("baselines")),
         "published_counts": _counts(published["claims"]),
     }
+    context["trajectories"] = trajectories
     return environment().get_template("audit.html.j2").render(**context)
 
 

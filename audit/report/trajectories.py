@@ -107,11 +107,13 @@ def trajectory_figure(table: pd.DataFrame | None, traced: pd.DataFrame, runs: pd
 
 def page_marks(marks: pd.DataFrame | None) -> dict:
     """The marks as the page reads them: ``by_claim`` (claim_id, corpus) -> the mark's record and
-    ``mark_head`` (its text up to the first ':'), the ``comparisons``' marks, and ``counts`` of the
-    traced claims per mark (the headline's "still moving")."""
-    out = {"by_claim": {}, "comparisons": [], "counts": {}, "n_traced": 0, "n_moving": 0}
+    ``mark_head`` (its text up to the first ':'), the ``comparisons``' marks, ``counts`` of the
+    traced claims per mark, ``n_moving`` of them whose trend test rejects (the headline's "still
+    moving", a changed one included) and ``alpha``, the trend test's level."""
+    out = {"by_claim": {}, "comparisons": [], "counts": {}, "n_traced": 0, "n_moving": 0, "alpha": None}
     if marks is None or marks.empty:
         return out
+    out["alpha"] = float(marks["alpha"].iloc[0])   # the study's stats.alpha, on every row
     marks = marks.astype(object).where(marks.notna(), None)
     looks = marks["look"].astype(object).fillna("").astype(str)
     last = sorted(set(looks), key=lambda s: int(s.split()[0]) if s else 0)[-1]

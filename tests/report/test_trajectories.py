@@ -61,3 +61,38 @@ def test_a_study_without_a_traced_claim_draws_an_empty_figure():
 
     empty = pd.DataFrame(columns=["kind", "claim_id", "corpus", "look", "epoch"])
     assert EMPTY_MARK in trajectory_figure(empty, pd.DataFrame(), pd.DataFrame(), None)
+
+
+def test_the_page_marks_each_verdict_in_the_matrix_on_its_card_and_in_the_headline(built):
+    from audit.report import builders
+    from audit.report.render import render
+    from audit.stats.claims import claims_table
+    from audit.stats.comparisons import comparisons_table
+    from audit.stats.correlations import correlations_table
+    from audit.stats.io import Settings, load_config, load_runs
+
+    root = built["trajectories"].parent
+    runs, config = load_runs(root / "runs.csv"), load_config(root / "study.yaml")
+    settings = Settings.from_config(config["stats"])
+    claims = claims_table(runs, config, settings, comparisons_table(runs, config, settings),
+                          correlations_table(runs, config, settings))
+    claims.to_csv(root / "claims.csv", index=False)
+    matrix = builders.cross_scale(builders.Sources({"stats_config": str(root / "study.yaml"),
+                                                    "runs": str(root / "runs.csv"), "claims": str(root / "claims.csv")}))
+    matrix.to_csv(root / "cross_scale.csv", index=False)
+    figure = root / "trajectories.svg"
+    figure.write_text(built["figure"].read_text())
+    html = render(str(root / "runs.csv"), str(root / "study.yaml"),
+                  [str(root / f"{n}.csv") for n in ("claims", "cross_scale", "trajectories", "trajectory_marks")],
+                  [str(figure)])
+    assert '<a href="#trajectories">Verdicts over training</a>' in html and '<section id="trajectories">' in html
+    # the headline: 1 traced claim, changed (its trend test decides whether it also counts as moving)
+    marks = pd.read_csv(built["trajectory_marks"])
+    moving = int(marks.loc[marks["trace"] == "a-lowers-ppl", "moving"].astype(str).eq("True").sum())
+    assert f"{moving} of 1 traced verdicts still moving" in html and "1 changed in the last half" in html
+    matrix_html = html.split('id="verdict-matrix"')[1].split("</table>")[0]
+    assert "this study over training" in matrix_html and ">changed at 900,000 tokens" in matrix_html
+    assert matrix_html.count(">not traced</a>") == 2   # the rank and the correlation claims
+    card = html.split('id="claim-a-lowers-ppl-ptb"')[1].split("</article>")[0]
+    assert "over training</a>: changed at 900,000 tokens" in card
+    assert "traced on valid_ppl per epoch (the claim is on test_ppl)" in card
