@@ -28,6 +28,13 @@ code is a user's, on thousands of GPU-hours. This module proves the CUDA path as
   the device, as on a GPU), lets the optimisers take their multi-tensor (foreach) path as on a
   GPU, and can raise ``torch.cuda.OutOfMemoryError`` when the device's live bytes pass a limit.
 
+- ``flatten_parameters``: an LSTM on the simulated device packs its weights as cuDNN's
+  ``torch._cudnn_rnn_flatten_weight`` does on a GPU (issue 54): one new flat buffer, every weight
+  copied into it and moved onto its slot, so each weight's storage (``data_ptr``) changes. Torch
+  calls it from ``LSTM.forward`` whenever a weight tensor was swapped since the last call
+  (``functional_call``), at ``Module.to`` and when a module is copied; off CUDA torch's own
+  returns at once, which is why a proof that parameters never move needs this one.
+
 What it cannot show: kernel times, cuDNN's choices, TF32 or atomics' rounding, real memory
 fragmentation; those stay on docs/gpus.md's "Still owed" list.
 """
@@ -94,6 +101,11 @@ class FakeCuda(torch.Tensor):
 
     def get_device(self):
         return 0
+
+    def data_ptr(self):
+        # the address a GPU kernel (and a CUDA graph) would use: the wrapped storage's; it changes
+        # when the simulated cuDNN flatten moves the tensor (``flatten_parameters`` below)
+        return self.elem.data_ptr()
 
     def __repr__(self):
         return f"FakeCuda({self.elem!r}, device='cuda:0')"
@@ -313,6 +325,34 @@ class Simulation(TorchDispatchMode):
         return tree_map(wrap, out)
 
 
+def flatten_parameters(module: torch.nn.RNNBase) -> None:
+    """``RNNBase.flatten_parameters`` on the simulated device: what cuDNN does on a GPU.
+
+    The same short-circuits as torch's (torch/nn/modules/rnn.py: every flat weight a tensor of
+    one dtype on the device, no two sharing an address; cuDNN's acceptance is taken as given),
+    then what ``_cudnn_rnn_flatten_weight`` does: a new buffer of all the weights' elements, each
+    weight copied into its slot and moved there (its storage and ``data_ptr`` change; a tensor
+    made from the old storage before, e.g. ``.data``, keeps the old). Flattening weights that
+    already lie in one buffer packs them anew, as cuDNN does.
+    """
+    weights = module._flat_weights
+    if len(weights) != len(module._flat_weights_names) or not all(isinstance(w, FakeCuda) for w in weights):
+        return
+    if len({w.dtype for w in weights}) != 1 or len({w.data_ptr() for w in weights}) != len(weights):
+        return
+    with torch.no_grad():
+        flat = torch.empty(sum(w.numel() for w in weights), dtype=weights[0].dtype, device=CUDA0)
+        offset = 0
+        for w in weights:
+            slot = flat[offset:offset + w.numel()].view_as(w)
+            slot.copy_(w)
+            # the wrapper keeps its identity (optimiser, autograd) and takes the slot's storage,
+            # as set_ does to a GPU tensor; the old storage is freed once nothing else holds it
+            # (the slot's own wrapper counted its storage for the simulation's live bytes)
+            w.elem = slot.elem
+            offset += w.numel()
+
+
 class _Rng:
     """``torch.cuda``'s RNG functions, backed by the simulation's generator."""
 
@@ -370,6 +410,8 @@ def simulated_cuda(memory_limit: int | None = None, total_memory: int = 80 * 2 *
         # a CUDA build of torch (e.g. 2.11 from PyPI, tested on a CPU-only machine) would hand the
         # simulated tensors to cuDNN, which checks the device's properties: they are CPU tensors
         mock.patch.object(torch.backends.cudnn, "is_acceptable", lambda tensor: False),
+        # ...and cuDNN's flatten moves an LSTM's weights to new storage (issue 54; flatten_parameters above)
+        mock.patch.object(torch.nn.RNNBase, "flatten_parameters", flatten_parameters),
         mock.patch.object(cuda, "get_sync_debug_mode", lambda: sim.sync_debug_mode),
         mock.patch.object(cuda, "get_rng_state", rng.get_rng_state),
         mock.patch.object(cuda, "set_rng_state", rng.set_rng_state),

@@ -2,10 +2,11 @@
 
 Regularisers of Merity et al. (2018): embedding dropout, locked (variational) dropout on inputs,
 between layers and on the output, DropConnect on each layer's hidden-to-hidden weights, and
-(for the fair-capacity comparison) Gaussian noise on the input embeddings. DropConnect is
-applied through ``torch.func.functional_call`` with the dropped matrix passed in for the call,
-so the module's parameters are never reassigned: the old ``flatten_parameters`` trick of the
-reference code breaks on current PyTorch.
+(for the fair-capacity comparison) Gaussian noise on the input embeddings. Each layer runs
+torch's functional LSTM op (``torch.lstm``, what ``nn.LSTM.forward`` calls) on an explicit weight
+list, the dropped hidden-to-hidden matrix in it during training: no module attribute is swapped,
+so ``nn.LSTM`` never re-flattens and no parameter's storage ever moves (issue 54; the reference
+code's ``flatten_parameters`` trick breaks on current PyTorch).
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.func import functional_call
 
 from audit.model.bodies.traits import AWDLSTMTraits
 from audit.model.kernels.dropout import locked_dropout
@@ -62,18 +62,25 @@ class WeightDropLSTM(nn.Module):
         self.wdrop = wdrop
 
     def forward(self, x, hidden):
-        if not (self.training and self.wdrop > 0):
-            return self.lstm(x, hidden)
-        # cuDNN wants every weight of the LSTM as a view into one flat buffer; the dropped
-        # matrix is a fresh tensor each call, so on a GPU the weights are packed anew every
-        # training step. Writing the mask into the flat buffer in place would cut the autograd
-        # path to the undropped weight, so we pay: 0.3 ms per call on the CPU (functional_call);
-        # on an H200, 6.97 ms against the flat path's 6.29 for a forward and backward of
-        # paper-ptb's first layer (gpu-check's correctness step, "weight drop"; docs/gpus.md).
-        # Evaluation (training=False) takes the flat path above.
-        params = dict(self.lstm.named_parameters())
-        params["weight_hh_l0"] = self.drop_hh(params["weight_hh_l0"])
-        return functional_call(self.lstm, params, (x, hidden))
+        # Why not nn.LSTM's forward: given another weight_hh (functional_call, as until issue
+        # 54), it re-flattens its weights, and on a GPU cuDNN's flatten copies them into a new
+        # buffer and moves every parameter there (set_) at each training step and again at the
+        # next validation forward (torch/nn/modules/rnn.py: _update_flat_weights). A CUDA graph
+        # keeps the addresses it captured, so a moved parameter is one its replays no longer
+        # update. The op below is the one nn.LSTM.forward calls, with the same arguments, so the
+        # numbers are the same bitwise. In training cuDNN copies the weights (the dropped one
+        # lies outside the flat buffer) into a workspace of its own, inside the step, as the old
+        # flatten copied them: on an H200 that path took 6.97 ms against the flat path's 6.29
+        # for a forward and backward of paper-ptb's first layer; this one is timed by the same
+        # check, not yet on a GPU (gpu-check's correctness step, "weight drop"; docs/gpus.md).
+        # Evaluation reads the flat buffer as it is.
+        lstm = self.lstm
+        weights = [lstm.weight_ih_l0, lstm.weight_hh_l0, lstm.bias_ih_l0, lstm.bias_hh_l0]
+        if self.training and self.wdrop > 0:
+            weights[1] = self.drop_hh(weights[1])
+        # (input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first)
+        out, h, c = torch.lstm(x, hidden, weights, True, 1, 0.0, self.training, False, False)
+        return out, (h, c)
 
     def drop_hh(self, weight):
         """The dropped hidden-to-hidden matrix (a fresh mask each call). One method, so that
