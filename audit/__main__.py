@@ -26,6 +26,7 @@ VERBS = {
     "validate": "audit.config",           # validate a study config and print it resolved
     "synthetic": "audit.synthetic.cli",   # the Dirichlet synthetic study (fits, table, figures)
     "gpu-check": "audit.gpucheck.cli",    # GPU acceptance: correctness, syncs, memory, speed, the DAG
+    "pretrained": "audit.pretrained.cli", # a pretrained suite (PolyPythias): evaluate, collect, plan, claims, example
 }
 
 

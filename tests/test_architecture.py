@@ -26,7 +26,7 @@ LAYERS = [
     {"config"},                                         # a study: validated, its run settings
     {"train", "evaluate", "plan"},                      # one run trained / measured; a study's cost
     {"stats", "synthetic"},                             # the runs table and the statistics on it
-    {"report"},                                         # the audit page
+    {"report", "pretrained"},                           # the audit page; a pretrained suite as evidence
     {"bench"},                                          # benchmarks that print figures
     {"gpucheck"},                                       # the GPU acceptance run (uses the benches)
     {"__main__"},
