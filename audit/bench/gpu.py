@@ -120,9 +120,9 @@ def worker(settings: dict, corpus: str, steps: int, warmup: int, barrier: Path |
 
     t = settings["train"]
     mean_len = mean_sequence_length(t["bptt"], t["variable_bptt"])
-    if t.get("cuda_graphs", False):
-        warmup = max(warmup, GRAPH_WARMUP)
     trainer = Trainer(settings, corpus, log=lambda msg: None)
+    if trainer.train.cuda_graphs:
+        warmup = max(warmup, GRAPH_WARMUP)
     sync = torch.cuda.synchronize if trainer.device.type == "cuda" else (lambda: None)
     trainer.t["epoch_tokens"] = int(warmup * mean_len * t["batch_size"]) or 1
     trainer.train_epoch()

@@ -13,13 +13,14 @@ import itertools
 
 import jsonschema
 
+from audit.config.training import STUDY_WIDE, TrainSettings
 from audit.errors import AuditError
 from audit.schema import read_schema, schema_defaults
 
 
 # train settings that hold for the whole study (one GPU pool): an arm may not override them, and
 # they stay out of a run's settings, so changing them never makes finished runs look out of date
-STUDY_WIDE_TRAIN_KEYS = ("runs_per_gpu", "oom_retries", "gpu_memory_gb", "gpu_memory_margin")
+STUDY_WIDE_TRAIN_KEYS = STUDY_WIDE
 
 
 def _arm_body(config: dict, entry: dict) -> str:
@@ -138,14 +139,15 @@ def _check_body_and_training(config: dict, entry: dict, i: int, source: str) -> 
     if model.get("body_options") and not is_import_path(body):
         raise AuditError(f"{where('model', 'body_options')}: body {body!r} is built in and takes its settings from "
                          f"the model section's keys; body_options are an outside body's own (docs/bodies.md)")
-    if train.get("optimizer", "sgd") == "adamw" and train["asgd"] != "none":
+    typed = TrainSettings.of(train)
+    if typed.optimizer == "adamw" and typed.asgd != "none":
         raise AuditError(f"{where('train', 'asgd')}: must be none with optimizer adamw (averaging is NT-ASGD's, "
-                         f"for SGD), got {train['asgd']!r}")
-    if train.get("cuda_graphs", False) and train.get("optimizer", "sgd") != "sgd":
-        raise AuditError(f"{where('train', 'cuda_graphs')}: needs optimizer sgd (AdamW's learning rate changes "
-                         f"every step; a CUDA graph's is fixed), got {train['optimizer']!r}")
+                         f"for SGD), got {typed.asgd!r}")
+    refusal = typed.graphs_refusal()
+    if refusal is not None:
+        raise AuditError(f"{where('train', 'cuda_graphs')}: {refusal}")
     context = None if is_import_path(body) else body_traits(body).longest_chunk(model)
-    longest = train["bptt"] + (train["max_seq_len_delta"] if train["variable_bptt"] else 0)
+    longest = typed.longest_chunk
     if context is not None and longest > context:
         raise AuditError(f"{where('train', 'bptt')}: chunks of up to {longest} tokens exceed the {body}'s "
                          f"model.context_size={context} (set train.variable_bptt false, a shorter bptt or "

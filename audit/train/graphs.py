@@ -23,6 +23,17 @@ the ASGD average (its weight 1 / (n + 1) changes every step). Equality with the 
 tested on the CPU with a stand-in that re-runs the recorded step (tests/train/test_graphs.py)
 and measured on a GPU by gpu-check's correctness step (first 50 steps, fp32 tolerance).
 
+Why no captured tensor may move (issue 54): a graph keeps the addresses it captured, and a
+replay reads and writes that memory whatever the Python tensors point to by then. Through
+``nn.LSTM.forward`` with a swapped weight, cuDNN's flatten moved the LSTM's parameters to new
+storage at every step (torch/nn/modules/rnn.py): a replay then updated memory the model no
+longer read. The AWD-LSTM now calls the functional LSTM op (audit/model/bodies/awd_lstm.py), and
+``GraphedSteps`` records the address (``data_ptr``) of every watched tensor (the parameters,
+the optimiser's state, the static buffers) before a capture, and checks them after it and before
+every replay: a moved one stops the run with one line, never a silently stale weight. Tested on
+the simulated device, whose flatten moves storage as cuDNN does and whose graph stand-in replays
+the recorded ops on the recorded memory (tests/support/graph_standin.py).
+
 Limits, refused by ``check``: SGD only (AdamW's learning rate changes every step); a CUDA device.
 """
 
@@ -32,20 +43,21 @@ from typing import Callable
 
 import torch
 
+from audit.config.training import TrainSettings
 from audit.errors import AuditError
 
 WARMUP = 1  # eager steps of a length before its capture (cuDNN's and cuBLAS's first calls)
 
 
-def check(train: dict, device: torch.device) -> None:
+def check(train: TrainSettings, device: torch.device) -> None:
     """Refuse a run that asks for graphs where they cannot hold its numbers (one line, the key)."""
-    if not train.get("cuda_graphs", False):
+    if not train.cuda_graphs:
         return
     if device.type != "cuda":
         raise AuditError(f"train.cuda_graphs: CUDA graphs need a CUDA device; this run is on {device.type}")
-    if train.get("optimizer", "sgd") != "sgd":
-        raise AuditError(f"train.cuda_graphs: needs optimizer sgd (got {train['optimizer']!r}: "
-                         f"AdamW's learning rate changes every step, a graph's is fixed)")
+    refusal = train.graphs_refusal()
+    if refusal is not None:
+        raise AuditError(f"train.cuda_graphs: {refusal}")
 
 
 def _leaves(tree) -> list[torch.Tensor]:
@@ -109,19 +121,39 @@ class GraphedSteps:
     optimiser's update included); ``set_lr(length)`` sets the optimiser's learning rate for a
     step of that length (before a warm-up step and before a capture: the graph keeps it).
     ``words`` and ``targets`` are (L, B) slices of the batchified split; ``hidden`` is the
-    carried state, whose structure and shapes stay fixed over a run.
+    carried state, whose structure and shapes stay fixed over a run. ``watched()`` names the
+    tensors a step reads or writes that outlive it (parameters, optimiser state): none of them,
+    nor a static buffer, may move while a graph holds its address (``check_addresses``).
     """
 
     def __init__(self, body: Callable, set_lr: Callable[[int], None], max_len: int, batch_size: int,
-                 device: torch.device, backend=None):
-        self.body, self.set_lr = body, set_lr
+                 device: torch.device, backend=None, watched: Callable[[], dict] = dict):
+        self.body, self.set_lr, self.watched = body, set_lr, watched
         self.backend = backend if backend is not None else default_backend()
         self.words = torch.zeros(max_len, batch_size, dtype=torch.long, device=device)
         self.targets = torch.zeros(max_len, batch_size, dtype=torch.long, device=device)
         self.hidden = None      # static copy of the carried hidden state (made at the first step)
         self.seen: dict[int, int] = {}
         self.graphs: dict[int, object] = {}  # length -> the backend's captured step
+        self.addresses: dict[int, dict[str, int]] = {}  # length -> data_ptr of each watched tensor at capture
         self.replays = 0
+
+    def _addresses(self) -> dict[str, int]:
+        """The address of every tensor a graph keeps: the watched ones, the static buffers."""
+        named = {**self.watched(), "static words": self.words, "static targets": self.targets,
+                 **{f"static hidden state [{i}]": t for i, t in enumerate(_leaves(self.hidden))}}
+        return {name: t.data_ptr() for name, t in named.items()}
+
+    def check_addresses(self, n: int, when: str) -> None:
+        """Stop (one line) if a tensor the graph of length ``n`` captured has moved since: its
+        replays would read and update memory the model no longer uses."""
+        captured, now = self.addresses[n], self._addresses()
+        for name, address in captured.items():
+            if now.get(name) != address:
+                moved = f"{now[name]:#x}" if name in now else "gone"
+                raise AuditError(f"train.cuda_graphs: {name} moved {when} the graph of BPTT length {n} was "
+                                 f"captured (address {address:#x} -> {moved}); a replay would update memory "
+                                 f"the model no longer reads")
 
     def _bind(self, words, targets, hidden):
         """Copy a step's inputs into the static buffers; the (L, B) views a graph reads."""
@@ -148,6 +180,9 @@ class GraphedSteps:
             return self.backend.warm_up(lambda: self.body(words, targets, hidden))
         static_words, static_targets = self._bind(words, targets, hidden)
         if n not in self.graphs:
+            self.addresses[n] = self._addresses()
             self.graphs[n] = self.backend.capture(lambda: self.body(static_words, static_targets, self.hidden))
+            self.check_addresses(n, "while")
+        self.check_addresses(n, "since")
         self.replays += 1
         return self.backend.replay(self.graphs[n])

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from torch.optim.swa_utils import AveragedModel
 
+from audit.config.training import TrainSettings
 from audit.data.corpus import load as load_corpus
 from audit.device import SYNC_EVERY, resolve_device
 from audit.train.precision import apply_determinism, apply_precision, autocast_dtype
@@ -87,11 +88,13 @@ class Trainer:
 
     def __init__(self, settings: dict, corpus_path: str, log=print):
         self.settings, self.t, self.log = settings, settings["train"], log
+        # the typed settings: every x-default key read with the schema's default, in one place
+        self.train = TrainSettings.of(self.t)
         torch.set_num_threads(self.t["threads"])
         # before resolve_device: cuBLAS reads CUBLAS_WORKSPACE_CONFIG when CUDA first makes its handle
-        apply_determinism(self.t.get("deterministic", False))  # runs recorded before the key: False
+        apply_determinism(self.train.deterministic)  # runs recorded before the key: False
         self.device = resolve_device(self.t["device"])
-        precision = self.t.get("precision", "fp32")  # runs recorded before the key existed: fp32
+        precision = self.train.precision  # runs recorded before the key existed: fp32
         apply_precision(precision)
         self.autocast = autocast_dtype(precision, self.device)
         corpus = load_corpus(corpus_path)
@@ -109,7 +112,7 @@ class Trainer:
         special_ids = {id(p) for group in special for p in group["params"]}
         main = [p for p in self.model.parameters() if p.requires_grad and id(p) not in special_ids]
         groups = [{"params": main, "lr": self.t["lr"]}] + special
-        if self.t.get("optimizer", "sgd") == "adamw":  # the Transformer convention (audit.train.schedule)
+        if self.train.optimizer == "adamw":  # the Transformer convention (audit.train.schedule)
             self.optimizer = torch.optim.AdamW(groups, lr=self.t["lr"], betas=ADAMW_BETAS, weight_decay=self.t["wdecay"])
         else:
             self.optimizer = torch.optim.SGD(groups, lr=self.t["lr"], weight_decay=self.t["wdecay"])
@@ -121,10 +124,20 @@ class Trainer:
         self.written_on = None  # host_cpu of a loaded checkpoint
         # train.cuda_graphs (x-default false: runs recorded before the key trained eagerly)
         self.graphs = None
-        graphs.check(self.t, self.device)
-        if self.t.get("cuda_graphs", False):
+        graphs.check(self.train, self.device)
+        if self.train.cuda_graphs:
             self.graphs = graphs.GraphedSteps(self.step_body, self.set_lr, self.t["bptt"] + self.t["max_seq_len_delta"],
-                                              self.t["batch_size"], self.device)
+                                              self.t["batch_size"], self.device, watched=self.kept_tensors)
+
+    def kept_tensors(self) -> dict[str, torch.Tensor]:
+        """Every tensor a training step reads or writes that outlives the step, by name: the
+        model's parameters and the optimiser's state (what a CUDA graph keeps by address)."""
+        named = {f"parameter {name}": p for name, p in self.model.named_parameters()}
+        names = {id(p): name for name, p in self.model.named_parameters()}
+        for p, state in self.optimizer.state.items():
+            named |= {f"optimiser state {key} of {names.get(id(p), '?')}": value
+                      for key, value in state.items() if isinstance(value, torch.Tensor)}
+        return named
 
     # ----- checkpointing -------------------------------------------------------------------
     def state_dict(self) -> dict:
@@ -250,8 +263,8 @@ class Trainer:
     def set_lr(self, seq_len: int) -> None:
         """The learning rate of the next step: SGD's scaled by its length, AdamW's scheduled."""
         t = self.t
-        adamw = t.get("optimizer", "sgd") == "adamw"
-        factor = warmup_cosine(self.step, t.get("warmup_steps", 0), self.total_steps()) if adamw else None
+        adamw = self.train.optimizer == "adamw"
+        factor = warmup_cosine(self.step, self.train.warmup_steps, self.total_steps()) if adamw else None
         for group, base in zip(self.optimizer.param_groups, self.base_lrs):
             # SGD: shorter sequences take smaller steps (base * seq_len / bptt, in that order)
             group["lr"] = base * factor if adamw else base * seq_len / t["bptt"]

@@ -1,26 +1,31 @@
 """audit.train.graphs (``train.cuda_graphs``): the graph path gives the eager path's numbers.
 
-No GPU here, so the graphs are a stand-in with a graph's semantics (``ReplayStandIn``: capturing
-runs nothing; a replay re-runs the recorded step on the static buffers and writes its results
-into the same output tensors), on the simulated CUDA device. What this proves: the bookkeeping
-around the graphs (static ids, targets and hidden state, one graph per length, the learning rate
-of each length, the warm-ups, the outputs read after a replay, resuming) leaves every number of a
-run unchanged, bitwise; and the recorded step never syncs with the host (a sync inside a capture
-is an error on a GPU). Whether cuDNN's LSTM captures and replays to the same numbers on a real
-GPU is gpu-check's correctness step (docs/gpus.md).
+No GPU here, so the graphs are a stand-in with a graph's semantics (``ReplayStandIn``: a capture
+records the step's aten ops on the memory they touched and runs nothing; a replay runs those ops
+on that memory, never the step's Python, and writes into the same output tensors), on the
+simulated CUDA device, whose LSTM flatten moves parameters to new storage as cuDNN's does
+(issue 54). What this proves: the bookkeeping around the graphs (static ids, targets and hidden
+state, one graph per length, the learning rate of each length, the warm-ups, the outputs read
+after a replay, resuming) leaves every number of a run unchanged, bitwise; no captured tensor
+moves, and one that does stops the run; and the recorded step never syncs with the host (a
+sync inside a capture is an error on a GPU). Whether cuDNN's LSTM captures and replays to the
+same numbers on a real GPU is gpu-check's correctness step (docs/gpus.md).
 """
 
 from __future__ import annotations
 
 import io
 import os
+import re
 
 import pytest
 import torch
 
+from audit.config.training import TrainSettings
 from audit.errors import AuditError
 from audit.train import graphs
 from helpers import comparable, tiny_settings
+from support import flattening_lstm
 from support.fake_cuda import lock_dir_env, simulated_cuda
 from support.graph_standin import ReplayStandIn
 
@@ -100,6 +105,76 @@ def test_a_dropped_copy_of_the_hidden_state_changes_the_numbers(ptb_corpus, tmp_
     assert graphed.log_rows[0]["train_loss"] != eager.log_rows[0]["train_loss"]
 
 
+def test_todays_graph_path_trained_on_stale_weights_and_is_now_stopped(ptb_corpus, tmp_path, monkeypatch):
+    """The graph path before issue 54 (the dropped weight through functional_call, so nn.LSTM
+    re-flattens and cuDNN moves the parameters at every step): on the simulated device, whose
+    flatten moves storage as cuDNN's does, its replays update the parameters' old storage and
+    the model trains on other numbers than the eager run's, silently. With the address check the
+    same run stops at its first capture, naming the parameter that moved."""
+    eager, _, _ = _train(ptb_corpus, "softmax", tmp_path, monkeypatch, cuda_graphs=False, epochs=1)
+    flattening_lstm.install(monkeypatch)
+    check = graphs.GraphedSteps.check_addresses
+    monkeypatch.setattr(graphs.GraphedSteps, "check_addresses", lambda self, n, when: None)
+    stale, _, standin = _train(ptb_corpus, "softmax", tmp_path, monkeypatch, cuda_graphs=True, epochs=1)
+    assert standin.replays > 50
+    assert stale.log_rows[0]["train_loss"] != eager.log_rows[0]["train_loss"]
+    assert stale.log_rows[0]["valid_loss"] != eager.log_rows[0]["valid_loss"]
+    monkeypatch.setattr(graphs.GraphedSteps, "check_addresses", check)
+    with pytest.raises(AuditError, match=r"^train.cuda_graphs: parameter body\.rnns\.0\.lstm\.weight_ih_l0 moved "
+                                         r"while the graph of BPTT length \d+ was captured \(address 0x[0-9a-f]+ -> "
+                                         r"0x[0-9a-f]+\); a replay would update memory the model no longer reads$"):
+        _train(ptb_corpus, "softmax", tmp_path, monkeypatch, cuda_graphs=True, epochs=1)
+
+
+class _Direct:
+    """A backend whose capture keeps the step and whose replay calls it (no device needed)."""
+
+    def warm_up(self, body):
+        return body()
+
+    def capture(self, body):
+        return body
+
+    def replay(self, captured):
+        return captured()
+
+
+@pytest.mark.parametrize("moved", ["parameter w", "optimiser state momentum_buffer of w", "static words",
+                                   "static hidden state [1]"])
+def test_a_tensor_moved_after_its_capture_stops_the_next_replay(moved):
+    """Each kind of kept tensor, moved between two replays (a new storage of the same values,
+    as cuDNN's flatten gives): the next step of that length stops with one line naming it; the
+    steps before it replayed."""
+    w = torch.nn.Parameter(torch.ones(3))
+    state = {"momentum_buffer": torch.zeros(3)}
+    calls = []
+
+    def body(words, targets, hidden):
+        calls.append(words.size(0))
+        return words.sum(), words.sum(), [t + 1 for t in hidden]
+
+    steps = graphs.GraphedSteps(body, lambda n: None, 8, 2, torch.device("cpu"), backend=_Direct(),
+                                watched=lambda: {"parameter w": w, "optimiser state momentum_buffer of w":
+                                                 state["momentum_buffer"]})
+    words, hidden = torch.zeros(4, 2, dtype=torch.long), [torch.zeros(2), torch.zeros(2)]
+    for _ in range(3):   # a warm-up, the capture and its replay, a replay
+        steps.step(words, words, hidden)
+    assert steps.replays == 2
+    with torch.no_grad():
+        if moved == "parameter w":
+            w.set_(w.clone())
+        elif moved.startswith("optimiser"):
+            state["momentum_buffer"] = state["momentum_buffer"].clone()
+        elif moved == "static words":
+            steps.words.set_(steps.words.clone())
+        else:
+            steps.hidden[1].set_(steps.hidden[1].clone())
+    with pytest.raises(AuditError, match=rf"^train.cuda_graphs: {re.escape(moved)} moved since the graph of BPTT "
+                                         rf"length 4 was captured"):
+        steps.step(words, words, hidden)
+    assert steps.replays == 2 and steps.step(words[:3], words[:3], hidden) is not None   # another length: eager
+
+
 def test_resumed_graph_run_equals_the_uninterrupted_one(ptb_corpus, tmp_path, monkeypatch):
     """Killed after the first epoch and resumed: the new process captures its graphs afresh
     (its first step of each length eager again) and ends with the same numbers."""
@@ -113,12 +188,15 @@ def test_resumed_graph_run_equals_the_uninterrupted_one(ptb_corpus, tmp_path, mo
 
 
 def test_graphs_are_refused_where_they_cannot_hold_the_numbers():
+    """One refusal, said by the typed settings, for the trainer and for the config check alike."""
+    refusal = (r"needs optimizer sgd \(got 'adamw': AdamW's learning rate changes every step, a CUDA graph's "
+               r"is fixed\)$")
     with pytest.raises(AuditError, match=r"^train.cuda_graphs: CUDA graphs need a CUDA device; this run is on cpu$"):
-        graphs.check({"cuda_graphs": True}, torch.device("cpu"))
-    with pytest.raises(AuditError, match=r"^train.cuda_graphs: needs optimizer sgd \(got 'adamw'"):
-        graphs.check({"cuda_graphs": True, "optimizer": "adamw"}, torch.device("cuda"))
-    graphs.check({"cuda_graphs": False}, torch.device("cpu"))  # off: nothing to refuse
-    with pytest.raises(AuditError, match=r"config key train.cuda_graphs: needs optimizer sgd"):
+        graphs.check(TrainSettings(cuda_graphs=True), torch.device("cpu"))
+    with pytest.raises(AuditError, match=r"^train.cuda_graphs: " + refusal):
+        graphs.check(TrainSettings(cuda_graphs=True, optimizer="adamw"), torch.device("cuda"))
+    graphs.check(TrainSettings(), torch.device("cpu"))  # off (the schema's default): nothing to refuse
+    with pytest.raises(AuditError, match=r": config key train.cuda_graphs: " + refusal):
         tiny_settings(cuda_graphs=True, optimizer="adamw", asgd="none")
 
 
