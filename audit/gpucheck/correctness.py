@@ -7,7 +7,9 @@ off (the two devices draw different masks from one seed). Then PLIF's scatter-ad
 in no fixed order on a GPU), the weight-dropped LSTM layer (cuDNN's flat-weight copy) with one
 mask for both devices, the Press rank of a spectrum accumulated on the GPU, the
 forward-mode Jacobian (``torch.func``) on CUDA against reverse mode, and the training step replayed
-from CUDA graphs (``train.cuda_graphs``) against the eager one (``audit.gpucheck.graphcheck``).
+from CUDA graphs (``train.cuda_graphs``) against the eager one (``audit.gpucheck.graphcheck``), and
+the same at paper size across a validation pass and the switch to averaging, with the share of
+GPU-busy time per step (``audit.gpucheck.graphpaper``).
 
 Tolerances are float32's with TF32 off (``train.precision: fp32`` sets it): cuBLAS/cuDNN and the
 CPU BLAS sum in different orders, so values agree to a few ulps of the quantities summed, not
@@ -236,7 +238,7 @@ def forward_jacobian(result) -> None:
 def run(result, budget: float, simulated: bool) -> None:
     import time
 
-    from audit.gpucheck import graphcheck
+    from audit.gpucheck import graphcheck, graphpaper
     from audit.gpucheck.common import every_arm, random_corpus
     from audit.train.precision import apply_precision
 
@@ -249,6 +251,7 @@ def run(result, budget: float, simulated: bool) -> None:
         if result.data.get("incomplete"):
             return
         graphcheck.run(result, corpus, simulated)   # train.cuda_graphs against the eager step
+    graphpaper.run(result, simulated, deadline)     # the same at paper size, past validation and the switch
     plif_spread(result)
     weight_drop(result, simulated)
     press_rank(result)

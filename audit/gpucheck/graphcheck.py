@@ -28,6 +28,16 @@ def train_steps(settings: dict, corpus: str, steps: int) -> dict:
     from audit.train.trainer import Trainer, mean_sequence_length
 
     trainer = Trainer(settings, corpus, log=lambda msg: None)
+    losses = record_losses(trainer)
+    t = trainer.t
+    t["epoch_tokens"] = int(steps * mean_sequence_length(t["bptt"], t["variable_bptt"]) * t["batch_size"])
+    row = trainer.train_epoch()
+    weights = {k: v.detach().cpu().clone() for k, v in trainer.model.state_dict().items()}
+    return {"losses": torch.stack(losses).double().cpu(), "weights": weights, "graph_steps": row.get("graph_steps", 0)}
+
+
+def record_losses(trainer) -> list:
+    """The list each training step's loss (a device scalar) is appended to from now on."""
     losses = []
     if trainer.graphs is not None:
         step = trainer.graphs.step
@@ -36,14 +46,10 @@ def train_steps(settings: dict, corpus: str, steps: int) -> dict:
     else:
         forward = trainer.forward_loss
         trainer.forward_loss = lambda *a: (lambda out: losses.append(out[0].detach()) or out)(forward(*a))
-    t = trainer.t
-    t["epoch_tokens"] = int(steps * mean_sequence_length(t["bptt"], t["variable_bptt"]) * t["batch_size"])
-    row = trainer.train_epoch()
-    weights = {k: v.detach().cpu().clone() for k, v in trainer.model.state_dict().items()}
-    return {"losses": torch.stack(losses).double().cpu(), "weights": weights, "graph_steps": row.get("graph_steps", 0)}
+    return losses
 
 
-def _gaps(a: dict, b: dict) -> tuple[float, float]:
+def gaps(a: dict, b: dict) -> tuple[float, float]:
     """(max relative loss gap over the common steps, max weight gap over max(1, max |w|))."""
     n = min(len(a["losses"]), len(b["losses"]))
     la, lb = a["losses"][:n], b["losses"][:n]
@@ -66,8 +72,8 @@ def run(result, corpus: str, simulated: bool) -> None:
             settings = tiny_settings(head, default_body(), "cuda", cuda_graphs=graphs)
             settings["model"].update(DEFAULT_DROPOUT)
             runs[label] = train_steps(settings, corpus, STEPS)
-        spread = _gaps(runs["rerun"], runs["eager"])
-        loss, weights = _gaps(runs["graphs"], runs["eager"])
+        spread = gaps(runs["rerun"], runs["eager"])
+        loss, weights = gaps(runs["graphs"], runs["eager"])
         loss_tol, param_tol = max(LOSS_RTOL, 10 * spread[0]), max(PARAM_TOL, 10 * spread[1])
         replayed = runs["graphs"]["graph_steps"]
         result.check(f"CUDA graphs = eager, {head}, {len(runs['eager']['losses'])} steps",

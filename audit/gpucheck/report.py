@@ -61,6 +61,14 @@ def markdown(results: list[dict], minutes: float, started: float, code: int) -> 
                   f"{drop['steps']} steps; paper-ptb's first layer), median of 20: flat weights {drop['flat']:.2f} ms, "
                   f"weight-dropped {drop['dropped']:.2f} ms (cuDNN warned of non-contiguous weights: "
                   f"{'yes' if by['correctness']['figures'].get('weight_drop_cudnn_warned') else 'no'}).", ""]
+    busy = by.get("correctness", {}).get("figures", {}).get("graphs_paper_busy")
+    if busy:
+        lines += ["## GPU-busy share per step (paper-ptb softmax, torch.profiler)", "",
+                  "Kernel time (the union of the kernels' intervals) over wall time, per training step: near 1, "
+                  "the step waits on kernels; well below, on the host.", ""]
+        lines += _table(["path", "wall ms/step", "busy ms/step", "share"],
+                        [[path, *([f"{v['wall_ms_per_step']:.2f}", f"{v['busy_ms_per_step']:.2f}", f"{v['share']:.1%}"]
+                                  if v else ["not measured", "", ""])] for path, v in busy.items()]) + [""]
     memory = by.get("memory", {}).get("figures", {}).get("memory")
     if memory:
         lines += ["## Memory (peak allocated against audit/plan/memory.py's plan, CUDA context excluded)", ""] + _table(

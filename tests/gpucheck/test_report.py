@@ -74,7 +74,11 @@ def h200_like(simulated: bool = False) -> list[dict]:
         step("correctness", [check("log-probs awd_lstm/softmax", "max |diff| 9.54e-07",
                                    "<= 5e-05 + 1e-05 |log p|", True)],
              {"weight_drop_ms": {"flat": 2.5, "dropped": 3.125, "n_in": 400, "n_out": 1150, "batch": 20, "steps": 70},
-              "weight_drop_cudnn_warned": True}, seconds=9.39),
+              "weight_drop_cudnn_warned": True,
+              "graphs_paper_busy": {"eager": {"steps": 20, "wall_ms_per_step": 18.6, "busy_ms_per_step": 3.162,
+                                              "share": 0.17},
+                                    "graphs": {"steps": 20, "wall_ms_per_step": 6.2, "busy_ms_per_step": 3.1,
+                                               "share": 0.5}}}, seconds=9.39),
         step("syncs", [check("syncs per step, awd_lstm/softmax sgd", "0.017 (2 in 120)", "<= 0.02", True)],
              {"syncs": syncs}, seconds=35.1),
         step("memory", [check("memory plan, paper-ptb train (mos, fp32)", "1.50 (3.30 of 2.20 GB planned)",
@@ -185,6 +189,16 @@ def test_weight_drop_line_gives_both_paths_and_the_cudnn_warning():
             "median of 20: flat weights 2.50 ms, weight-dropped 3.12 ms (cuDNN warned of non-contiguous weights: "
             "yes).") in text
     assert "## Weight drop" not in page([h200_like()[0]])
+
+
+def test_the_paper_size_busy_share_per_path_and_not_measured_where_it_was_not():
+    text = page(h200_like())
+    assert "## GPU-busy share per step (paper-ptb softmax, torch.profiler)" in text
+    assert "| eager | 18.60 | 3.16 | 17.0% |" in text and "| graphs | 6.20 | 3.10 | 50.0% |" in text
+    results = h200_like()
+    results[1]["figures"]["graphs_paper_busy"] = {"eager": None, "graphs": None}   # off-GPU: never a number
+    assert "| eager | not measured |  |  |" in page(results) and "%" not in page(results).split("torch.profiler")[1][:400]
+    assert "## GPU-busy share" not in page([h200_like()[0]])
 
 
 def test_dag_wall_seconds_and_absent_sections():
