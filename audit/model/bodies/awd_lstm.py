@@ -73,7 +73,9 @@ class WeightDropLSTM(nn.Module):
         # flatten copied them: on an H200 that path took 6.97 ms against the flat path's 6.29
         # for a forward and backward of paper-ptb's first layer; this one is timed by the same
         # check, not yet on a GPU (gpu-check's correctness step, "weight drop"; docs/gpus.md).
-        # Evaluation reads the flat buffer as it is.
+        # Evaluation reads the flat buffer as it is. (On a GPU torch warns once that the weights
+        # are not one contiguous chunk: expected here; flatten_parameters, which the warning
+        # suggests, is exactly what must not run between steps.)
         lstm = self.lstm
         weights = [lstm.weight_ih_l0, lstm.weight_hh_l0, lstm.bias_ih_l0, lstm.bias_hh_l0]
         if self.training and self.wdrop > 0:
