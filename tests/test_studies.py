@@ -30,7 +30,10 @@ STUDIES = {
     "transformer.yaml": (10 * 4, False, False),        # the default's arms on a Transformer body
     "transformer-paper.yaml": (10 * 10, False, False),
     "subword.yaml": (10 * 4, False, False),            # the default's arms under a BPE of 8,000 tokens
+    "pythia.yaml": (0, False, False),                  # no training: PolyPythias' checkpoints (issue 55)
+    "pretrained-example.yaml": (0, False, False),      # no training: the constructed suite
 }
+PRETRAINED_JOBS = {"pythia.yaml": 5 * 10 * 7, "pretrained-example.yaml": 2 * 5 * 5}   # models x seeds x checkpoints
 SYNTHETIC_FITS = {"synthetic-gpu.yaml": 4 * 6 * 3 * 10}
 
 
@@ -61,6 +64,8 @@ def test_study_dry_run_plans_one_job_per_run_and_its_report(name, workdir, mirro
     raw = yaml.safe_load((REPO / "configs" / name).read_text())
     if name in SYNTHETIC_FITS:
         assert study["synthetic"]["device"] == "auto" and not study["data"]["corpora"]
+    elif name in PRETRAINED_JOBS:    # one job per (model, seed, checkpoint), no checkpoint needed to plan
+        assert counts["pretrained_evaluate"] == PRETRAINED_JOBS[name] and not study["data"]["corpora"]
     elif name == "published.yaml":   # no training, no data: one rule makes the three published tables
         assert counts.get("stats_published") == 1 and not study["data"]["corpora"] and "synthetic" not in raw
     elif study["model"].get("body") == "transformer":  # AdamW with a fixed context, whole test split

@@ -2,7 +2,8 @@
 
 - ``evaluate``: measure one (model, seed, checkpoint) (``audit.pretrained.job``);
 - ``collect``: the suite's checkpoints table, runs table, sentences and word pairs (``table``);
-- ``plan``: every job's planned cost from the config alone, no checkpoint needed (``plan``);
+- ``plan``: every job's planned cost from the config alone, no checkpoint needed, or with
+  ``--downloads`` the ``hf download`` line of every checkpoint and the disk they take (``plan``);
 - ``claims``: write the per-size claims of a suite's config (``claims``);
 - ``example``: build the constructed example suite (``example``).
 
@@ -28,7 +29,8 @@ def _plan(args) -> int:
     from audit.config import load_study
     from audit.pretrained import plan
 
-    print(plan.render(load_study(args.config)))
+    study = load_study(args.config)
+    print(plan.downloads(study) if args.downloads else plan.render(study))
     return 0
 
 
@@ -55,6 +57,7 @@ def main(argv: list[str]) -> int:
     collect.add_argument("--out", required=True, help="reports/<study>/pretrained")
     plan = steps.add_parser("plan", help="every job's planned cost, from the config alone")
     plan.add_argument("config")
+    plan.add_argument("--downloads", action="store_true", help="print the hf download line of every checkpoint instead")
     claims = steps.add_parser("claims", help="write the per-size claims of a suite")
     claims.add_argument("config")
     claims.add_argument("--out", required=True)

@@ -59,7 +59,7 @@ def run_job(section: dict, options: dict, job: suite.Job, text_path: str, out: s
             wordsim_dir: str | None = None, base: str | Path = ".") -> dict:
     """Measure ``job`` and write its folder ``out``; returns eval.json's fields."""
     section = check_section("pretrained", section, "pretrained section")
-    suite.check(section, "pretrained section")
+    suite.check(section, "pretrained section", job_only=True)
     options = check_section("evaluate", options or {}, "evaluate options")
     entry = suite.model_entry(section, job.model)
     source = load.locate(section, job, base)          # before any work: a missing checkpoint stops here

@@ -66,7 +66,7 @@ def locate(section: dict, job: Job, base: str | Path = ".") -> Source:
         return Source(repo, job.revision, label)
     why = "HF_HUB_OFFLINE is set" if section["hub"] else "pretrained.hub is false"
     raise AuditError(f"pretrained {label}: not on disk at {folder}/ and {why}; fetch it where the hub is reachable "
-                     f"(huggingface-cli download {repo} --revision {job.revision} --local-dir {folder}) and carry "
+                     f"(hf download {repo} --revision {job.revision} --local-dir {folder}) and carry "
                      f"the folder here (docs/pretrained.md), or set pretrained.hub: true on a machine with internet")
 
 

@@ -36,6 +36,7 @@ CPU_FLOPS = 1.0e10             # per thread
 GPU_FLOPS = 2.0e13
 JOB_SECONDS = 30.0
 MB = 2 ** 20
+CHECKPOINT_BYTES_PER_PARAM = 2   # Pythia's revisions are stored in float16 (loaded here as float32)
 
 
 def text_tokens(section: dict, path: str | Path | None) -> int:
@@ -105,4 +106,18 @@ def render(config: dict, text_path: str | Path | None = None) -> str:
                      f"{argmax_seconds(section, options, model) / 60:>16.1f}")
     lines.append(f"total: {total[False] / 3600:.1f} CPU-hours on {section['threads']} thread(s) a job, or "
                  f"{total[True] / 3600:.1f} GPU-hours (--resources gpu=1); rates assumed, audit/pretrained/plan.py")
+    return "\n".join(lines)
+
+
+def downloads(config: dict) -> str:
+    """One ``hf download`` line per (model, seed, checkpoint) into the folder the jobs read
+    (``suite.local_dir``), and the disk it takes at ``CHECKPOINT_BYTES_PER_PARAM`` (planned from
+    the parameter counts, not measured): the list to run where the hub is reachable."""
+    section = suite.section_of(config)
+    lines, total = [], 0
+    for job in suite.jobs(section):
+        repo = suite.repo_id(section, job.model, job.seed)
+        lines.append(f"hf download {repo} --revision {job.revision} --local-dir {suite.local_dir(section, job)}")
+        total += CHECKPOINT_BYTES_PER_PARAM * suite.model_entry(section, job.model)["params"]
+    lines.append(f"# {len(suite.jobs(section))} checkpoints, about {total / 1e9:.1f} GB on disk")
     return "\n".join(lines)

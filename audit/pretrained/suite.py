@@ -8,7 +8,7 @@ PolyPythias names its runs ``EleutherAI/pythia-{size}m`` (seed 0: the original r
 weight seed 1234) and ``EleutherAI/pythia-{size}m-seed{n}`` (n = 1..9), each checkpoint a Git
 revision ``step<N>`` (``repo``, ``repo_seed0``). A checkpoint on disk lies at
 ``<root>/<repo id>/<revision>/`` in the Hugging Face layout (config.json, weights, tokenizer),
-the layout ``huggingface-cli download <repo> --revision <rev> --local-dir`` writes
+the layout ``hf download <repo> --revision <rev> --local-dir`` writes
 (docs/pretrained.md).
 """
 
@@ -84,8 +84,19 @@ def jobs(section: dict) -> list[Job]:
             for rev in ordered(section)]
 
 
-def check(section: dict, source: str = "config") -> None:
-    """What the schema cannot say of a ``pretrained:`` section, one line naming the key.
+def job_view(section: dict, job: Job) -> dict:
+    """The section as one job depends on it: its own model, seed and checkpoint, the final one
+    named (the argmax test runs there), the rest as is. A job's params (rules/pretrained.smk):
+    adding a size, a seed or a checkpoint to the suite reruns no finished job."""
+    final = final_revision(section)
+    checkpoints = sorted({job.revision, final}, key=step_of)
+    return {**section, "models": [model_entry(section, job.model)], "seeds": [job.seed], "checkpoints": checkpoints,
+            "final": final}
+
+
+def check(section: dict, source: str = "config", job_only: bool = False) -> None:
+    """What the schema cannot say of a ``pretrained:`` section, one line naming the key
+    (``job_only``: of a ``job_view``, whose late window is the suite's, not its own).
 
     Raises:
         AuditError: two models of one name, a checkpoint without a step, ``final`` not among the
@@ -103,7 +114,7 @@ def check(section: dict, source: str = "config") -> None:
             raise AuditError(f"{source}: config key pretrained.checkpoints[{i}]: {err}") from None
     if section["final"] is not None and section["final"] not in section["checkpoints"]:
         raise AuditError(f"{source}: config key pretrained.final: {section['final']!r} is not among the checkpoints")
-    if section["late"] > len(section["checkpoints"]):
+    if section["late"] > len(section["checkpoints"]) and not job_only:
         raise AuditError(f"{source}: config key pretrained.late: {section['late']} checkpoints, but only "
                          f"{len(section['checkpoints'])} are listed")
     if section["stride"] >= section["window"]:

@@ -25,7 +25,7 @@ def test_a_missing_checkpoint_stops_before_any_work(example_root, tmp_path):
         job.run_job(config["pretrained"], config["evaluate"], _job(seed=7), str(tmp_path / "no-text.txt"), tmp_path / "out")
     message = str(err.value)
     assert "\n" not in message and "example/tiny-16-seed7 revision step40" in message
-    assert "huggingface-cli download example/tiny-16-seed7 --revision step40" in message
+    assert "hf download example/tiny-16-seed7 --revision step40" in message
     assert "pretrained.hub is false" in message and not (tmp_path / "out").exists()
     section = {**config["pretrained"], "hub": True}      # the hub allowed, but switched off (HF_HUB_OFFLINE)
     with pytest.raises(AuditError, match="HF_HUB_OFFLINE is set"):
