@@ -15,6 +15,7 @@ include: "rules/evaluate.smk"
 include: "rules/sequential.smk"
 include: "rules/stats.smk"
 include: "rules/synthetic.smk"
+include: "rules/pretrained.smk"
 include: "rules/report.smk"
 
 
@@ -22,3 +23,4 @@ rule all:
     input:
         f"{REPORTS}/audit.html",
         synthetic_targets(),
+        pretrained_targets(),
