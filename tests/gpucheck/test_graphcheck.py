@@ -1,6 +1,7 @@
 """gpu-check's CUDA-graphs check (audit.gpucheck.graphcheck) on the simulated device, with the graph
 stand-in of tests/support/graph_standin.py in place of real graphs: it passes on a graph path that
-keeps the eager numbers and fails on one that does not (a graph that bakes a stale learning rate)."""
+keeps the eager numbers and fails on one that does not (a graph that bakes a stale learning rate,
+a parameter that moves after its capture)."""
 
 from __future__ import annotations
 
@@ -51,6 +52,20 @@ def test_a_graph_with_a_stale_learning_rate_fails_the_check(corpus, monkeypatch)
     monkeypatch.setattr(graphs.GraphedSteps, "step", stale)
     result = _check(corpus, monkeypatch)
     assert not any(c["ok"] for c in result.data["checks"]), result.data["checks"]
+
+
+def test_a_parameter_that_moves_fails_each_familys_check_with_its_line(corpus, monkeypatch):
+    """The path before issue 54 (nn.LSTM re-flattened at every step, moving its parameters as
+    cuDNN does on the simulated device): each family's check fails with the graph path's one
+    line, and the step goes on to the next family."""
+    from support import flattening_lstm
+
+    flattening_lstm.install(monkeypatch)
+    monkeypatch.setattr(graphcheck, "STEPS", 10)   # the graph run stops at its first capture
+    checks = _check(corpus, monkeypatch).data["checks"]
+    assert [c["name"] for c in checks] == [f"CUDA graphs = eager, {h}, 10 steps" for h in ("softmax", "plif", "mos")]
+    assert all(not c["ok"] and c["value"].startswith("train.cuda_graphs: parameter body.rnns.0.lstm.weight_ih_l0 "
+                                                     "moved while the graph of BPTT length") for c in checks), checks
 
 
 def test_on_the_simulated_device_the_check_says_why_it_did_not_run(corpus):
