@@ -20,8 +20,9 @@ a constant of that length's graph. Dropout masks come from the device's default 
 a captured graph advances by the same offsets at each replay as the eager ops would. What stays
 outside the graph: the loss sum and the divergence check (they read the graph's outputs), and
 the ASGD average (its weight 1 / (n + 1) changes every step). Equality with the eager path is
-tested on the CPU with a stand-in that re-runs the recorded step (tests/train/test_graphs.py)
-and measured on a GPU by gpu-check's correctness step (first 50 steps, fp32 tolerance).
+tested on the CPU with a stand-in that replays the recorded ops (tests/train/test_graphs.py) and
+measured on a GPU by gpu-check's correctness step (50 steps at h = 32, fp32 tolerance; and at
+paper size across a validation pass and the switch to averaging).
 
 Why no captured tensor may move (issue 54): a graph keeps the addresses it captured, and a
 replay reads and writes that memory whatever the Python tensors point to by then. Through
