@@ -96,3 +96,17 @@ def test_the_page_marks_each_verdict_in_the_matrix_on_its_card_and_in_the_headli
     card = html.split('id="claim-a-lowers-ppl-ptb"')[1].split("</article>")[0]
     assert "over training</a>: changed at 900,000 tokens" in card
     assert "traced on valid_ppl per epoch (the claim is on test_ppl)" in card
+
+
+def test_a_group_sequential_study_says_what_a_trajectory_means_beside_its_decisions(built):
+    from audit.report.render import environment
+
+    marks = page_marks(pd.read_csv(built["trajectory_marks"]))
+    env = environment()
+    context = dict(trajectories=marks, figures={}, present={"sequential": True, "trajectories": True}, n_runs=12,
+                   sequential_groups=[], ci_levels={})
+    section = env.get_template("sections/trajectories.html.j2").render(**context)
+    assert "each look's runs are traced" in section and "it is not a sequential decision" in section
+    assert "α = 0.05" in section   # the trend test's level, from the marks
+    fixed = env.get_template("sections/trajectories.html.j2").render(**dict(context, present={"sequential": False}))
+    assert "each look's runs are traced" not in fixed
