@@ -41,7 +41,7 @@ if PRETRAINED:
     rule pretrained_evaluate:
         input:
             text=pretrained_text(),
-            wordsim=expand(f"{DATA}/wordsim/{{name}}", name=WORDSIM_FILES),
+            wordsim=expand(f"{DATA}/wordsim/{{name}}", name=WORDSIM_FILES) if PRETRAINED["wordsim"] else [],
         output:
             result=f"{PRETRAINED_DIR}/eval.json",
             spectrum=f"{PRETRAINED_DIR}/spectrum.npz",
@@ -55,7 +55,7 @@ if PRETRAINED:
             # what this job depends on (audit/pretrained/suite.py job_view): a change reruns it, a new seed does not
             section=lambda wc: settings_text(_suite.job_view(PRETRAINED, _pretrained_job(wc))),
             options=settings_text(config["evaluate"]),
-            wordsim_dir=f"{DATA}/wordsim",
+            wordsim_dir=f"--wordsim-dir {DATA}/wordsim" if PRETRAINED["wordsim"] else "",
             out=lambda wc: PRETRAINED_DIR.format(model=wc.model, seed=wc.seed, revision=wc.revision),
         threads: PRETRAINED["threads"]
         retries: JOB_RETRIES
@@ -70,7 +70,7 @@ if PRETRAINED:
         shell:
             "OMP_NUM_THREADS={threads} AUDIT_GPU_SLOTS={resources.gpu} python -m audit pretrained evaluate --section {params.section:q} "
             "--options {params.options:q} --model {wildcards.model} --seed {wildcards.seed} "
-            "--revision {wildcards.revision} --text {input.text:q} --wordsim-dir {params.wordsim_dir} "
+            "--revision {wildcards.revision} --text {input.text:q} {params.wordsim_dir} "
             "--base {workflow.basedir:q} --out {params.out} > {log} 2>&1"
 
     rule pretrained_collect:

@@ -1,0 +1,61 @@
+"""The pretrained source through Snakemake, as every study runs: `snakemake -n` plans every
+PolyPythias job with its cost and no checkpoint on disk; on the constructed suite one job per
+(model, seed, checkpoint), a checkpoint that is missing stops its own job in one line while the
+others finish, and a rerun reuses the finished jobs."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from helpers import copy_workflow
+from tests.test_pipeline import job_counts
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory, mirror):
+    root = copy_workflow(tmp_path_factory.mktemp("pretrained-workflow"))
+    return root, {**os.environ, "AUDIT_DATA_MIRROR": str(mirror), "HF_HUB_OFFLINE": "1"}
+
+
+def snakemake(workdir, *args) -> subprocess.CompletedProcess:
+    root, env = workdir
+    return subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", *args], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_dry_run_plans_every_polypythias_job_with_its_cost(workdir):
+    assert not (workdir[0] / "models").exists()           # no checkpoint on disk
+    proc = snakemake(workdir, "-n", "--configfile", "configs/pythia.yaml")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = proc.stdout + proc.stderr
+    assert job_counts(out)["pretrained_evaluate"] == 5 * 10 * 7 and job_counts(out)["pretrained_collect"] == 1
+    assert "suite polypythias: 350 jobs" in out and "pythia-410m" in out and "GPU-hours" in out
+    job = out.split("rule pretrained_evaluate:")[1].split("rule ")[0]
+    assert "runtime=" in job and "mem_mb=" in job
+
+
+def test_one_job_per_checkpoint_a_missing_one_stops_alone(workdir, example_root):
+    root, _ = workdir
+    config = yaml.safe_load((root / "configs" / "pretrained-example.yaml").read_text())
+    config["pretrained"].update(root=str(example_root), models=config["pretrained"]["models"][:1], seeds=[0, 9],
+                                checkpoints=["step30", "step40"], late=2, window=64, stride=32, contexts=60,
+                                text={"corpus": "ptb", "max_lines": 20}, wordsim=False)
+    config.update(study="pre-wf", claims_file=None, correlations=[], evidence=[])
+    (root / "configs" / "pre-wf.yaml").write_text(yaml.safe_dump(config))
+    target = "reports/pre-wf/pretrained/runs.csv"
+    proc = snakemake(workdir, target, "-k", "--configfile", "configs/pre-wf.yaml")   # the target first: --configfile takes several
+    assert proc.returncode != 0 and not (root / target).exists()
+    done = root / "results" / "pre-wf" / "pretrained" / "tiny-16"
+    assert all((done / "0" / rev / "eval.json").is_file() for rev in ("step30", "step40"))
+    log = (root / "logs" / "pre-wf" / "pretrained" / "tiny-16" / "9" / "step30.log").read_text()
+    errors = [line for line in log.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "example/tiny-16-seed9 revision step30: not on disk" in errors[0], log[-2000:]
+    config["pretrained"]["seeds"] = [0]                   # the suite without the missing seed: finished jobs reused
+    (root / "configs" / "pre-wf.yaml").write_text(yaml.safe_dump(config))
+    proc = snakemake(workdir, target, "--configfile", "configs/pre-wf.yaml")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "pretrained_evaluate" not in job_counts(proc.stdout + proc.stderr)
+    assert len((root / target).read_text().splitlines()) == 2
