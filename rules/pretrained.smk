@@ -82,6 +82,7 @@ if PRETRAINED:
             checkpoints=f"{PRETRAINED_TABLES}/checkpoints.csv",
             sentences=f"{PRETRAINED_TABLES}/sentences.npz",
             pairs=f"{PRETRAINED_TABLES}/wordsim_pairs.csv",
+            baselines=f"{PRETRAINED_TABLES}/tables/baselines.csv",   # the guard's unigram, beside the runs table
         params:
             section=lambda wc: settings_text(PRETRAINED),   # a function: the repo templates hold braces
             corpus=PRETRAINED["text"].get("corpus") or "text",

@@ -28,11 +28,11 @@ import torch
 
 from audit.data.text import lines
 
-CHECKPOINTS = (5, 10, 20, 30, 40)       # steps saved (revisions step<N>)
+CHECKPOINTS = (10, 20, 40, 60, 80)     # steps saved (revisions step<N>)
 STEPS = max(CHECKPOINTS)
-SAT_FROM = 20                            # tiny-sat: trained checkpoints up to here, rank-cut after
+SAT_FROM = 40                            # tiny-sat: trained checkpoints up to here, rank-cut after
 # tiny-sat: at each later checkpoint the head keeps its top r singular values and shrinks the rest
-SAT_RANKS = {30: (6, 0.2), 40: (2, 0.05)}   # step: (r, factor of the others)
+SAT_RANKS = {60: (4, 0.3), 80: (2, 0.2)}     # step: (r, factor of the others)
 PLANTED = (300, 40, 41)                  # tiny-16's final head: row 300 = mean of rows 40 and 41
 VOCAB, D, LAYERS, CONTEXT = 512, 16, 2, 128
 TRAIN_LINES = 4000

@@ -15,6 +15,8 @@ Per checkpoint (eval.json keys are the runs table's, docs/runs-table.md):
 - the head's own singular values (``head_sv``) with its entropy rank and top share, and the
   anisotropy of the head's inputs (``stream.Anisotropy``): the saturation measures' per-checkpoint
   parts (Godey et al. 2024);
+- the add-0.5 unigram perplexity of the text fitted on the text itself (``unigram_ppl_text``), the
+  count baseline the guard compares the models with (``table.baselines``);
 - word similarity of the output embedding's rows for the words that are one token with a
   leading space (``word_index``: a BPE vocabulary has no row for the others).
 """
@@ -28,6 +30,7 @@ import pandas as pd
 import torch
 
 from audit.evaluate import debate, gradient_share, hidden_gap, spectrum, wordsim
+from audit.evaluate.baselines import unigram_ppl
 from audit.pretrained.load import OutputHead, final_norm, norm_box
 from audit.pretrained.stream import Anisotropy, Text, stream
 
@@ -103,7 +106,10 @@ def measure(model, tokenizer, text: Text, section: dict, options: dict, *, name:
               "ppl_window": window, "ppl_stride": stride, "contexts": logp.m, "vocab_size": V, "emb_size": d,
               "n_params": int(sum(p.numel() for p in model.parameters())), "anisotropy": aniso.value(),
               **spectrum.rank_summary(logp, ""), **share.summary(),
-              "gradient_floor": float(np.sqrt((d + 1) / V))}
+              "gradient_floor": float(np.sqrt((d + 1) / V)),
+              # the guard's bar (audit.stats.guard): the add-0.5 unigram fitted on the scored text itself,
+              # in-sample and so lower than any held-out unigram (the suite's training data is not here)
+              "unigram_ppl_text": unigram_ppl(text.ids[1:].numpy(), text.ids[1:].numpy(), V)}
     W = head.layer.weight.detach().double().cpu().numpy()
     fields, head_sv = head_fields(W)
     result.update(fields)

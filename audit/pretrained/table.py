@@ -9,7 +9,9 @@
   ``suite.describe``), with the saturation measures over the last ``late`` checkpoints
   (``saturation``): the table a study names under ``evidence:``.
 - ``sentences.npz`` (the final checkpoint's NLL per sentence, ``audit.stats.multiboot.save``)
-  and ``wordsim_pairs.csv``, as ``python -m audit collect`` writes them for trained runs.
+  and ``wordsim_pairs.csv``, as ``python -m audit collect`` writes them for trained runs;
+- ``tables/baselines.csv``: the guard's unigram of the text (``baselines``), where a study that
+  names the runs table as evidence looks for it.
 
 ``revision`` and ``suite`` are text: the runs table carries them only where the statistics'
 reader accepts them as text (``audit.stats.io.TEXT_COLUMNS``), so the table loads either way;
@@ -30,7 +32,8 @@ from audit.pretrained import suite
 from audit.stats import io, multiboot
 from audit.stats.runs_table import BASE_COLUMNS, EXTRA_COLUMNS, PAIR_COLUMNS
 
-OWN = ["step", "revision", "suite", "ppl_window", "ppl_stride", "gradient_floor", "anisotropy", "head_entropy_rank",
+OWN = ["step", "revision", "suite", "ppl_window", "ppl_stride", "gradient_floor", "unigram_ppl_text", "anisotropy",
+       "head_entropy_rank",
        "head_entropy_share", "head_top_share", "argmax_job_seconds", "job_cpu_seconds"]
 LATE = ["late_loss_slope", "late_loss_rise", "late_head_entropy_change", "late_anisotropy_change", "late_steps"]
 STEPS_UNIT = 10_000   # late_loss_slope is in nats per this many steps
@@ -109,6 +112,19 @@ def final_extras(section: dict, results: str | Path, corpus: str) -> tuple[multi
     return multiboot.Sentences(nll, tokens), pd.concat(pairs) if pairs else pd.DataFrame(columns=PAIR_COLUMNS)
 
 
+def baselines(runs: pd.DataFrame) -> pd.DataFrame:
+    """``tables/baselines.csv`` beside the runs table (``audit.stats.sources.sibling_baselines``
+    reads it for the guard): per (corpus, vocabulary size) the in-sample unigram of the text under
+    the suite's tokenizer, ``n_test`` = the scored tokens + 1 as the guard matches it. One row
+    only where every run of that vocabulary scored the same tokens (one tokenizer)."""
+    rows = []
+    for (corpus, vocab), group in runs.groupby(["corpus", "vocab_size"]):
+        if group["test_tokens"].nunique() == 1 and group["unigram_ppl_text"].nunique() == 1:
+            rows.append({"corpus": corpus, "vocab_size": int(vocab), "n_test": int(group["test_tokens"].iloc[0]) + 1,
+                         "unigram_ppl": float(group["unigram_ppl_text"].iloc[0])})
+    return pd.DataFrame(rows, columns=["corpus", "vocab_size", "n_test", "unigram_ppl"])
+
+
 def collect(section: dict, results: str | Path, out: str | Path, corpus: str) -> pd.DataFrame:
     """Write checkpoints.csv, runs.csv, sentences.npz and wordsim_pairs.csv into ``out``;
     returns the runs table."""
@@ -117,6 +133,7 @@ def collect(section: dict, results: str | Path, out: str | Path, corpus: str) ->
     runs = runs_table(section, checkpoints)
     write_table(checkpoints, out / "checkpoints.csv")
     write_table(runs, out / "runs.csv")
+    write_table(baselines(runs), out / "tables" / "baselines.csv")
     sentences, pairs = final_extras(section, results, corpus)
     multiboot.save(sentences, out / "sentences.npz")
     write_table(pairs, out / "wordsim_pairs.csv")

@@ -41,7 +41,7 @@ def test_one_job_per_checkpoint_a_missing_one_stops_alone(workdir, example_root)
     root, _ = workdir
     config = yaml.safe_load((root / "configs" / "pretrained-example.yaml").read_text())
     config["pretrained"].update(root=str(example_root), models=config["pretrained"]["models"][:1], seeds=[0, 9],
-                                checkpoints=["step30", "step40"], late=2, window=64, stride=32, contexts=60,
+                                checkpoints=["step60", "step80"], late=2, window=64, stride=32, contexts=60,
                                 text={"corpus": "ptb", "max_lines": 20}, wordsim=False)
     config.update(study="pre-wf", claims_file=None, correlations=[], evidence=[])
     (root / "configs" / "pre-wf.yaml").write_text(yaml.safe_dump(config))
@@ -49,10 +49,10 @@ def test_one_job_per_checkpoint_a_missing_one_stops_alone(workdir, example_root)
     proc = snakemake(workdir, target, "-k", "--configfile", "configs/pre-wf.yaml")   # the target first: --configfile takes several
     assert proc.returncode != 0 and not (root / target).exists()
     done = root / "results" / "pre-wf" / "pretrained" / "tiny-16"
-    assert all((done / "0" / rev / "eval.json").is_file() for rev in ("step30", "step40"))
-    log = (root / "logs" / "pre-wf" / "pretrained" / "tiny-16" / "9" / "step30.log").read_text()
+    assert all((done / "0" / rev / "eval.json").is_file() for rev in ("step60", "step80"))
+    log = (root / "logs" / "pre-wf" / "pretrained" / "tiny-16" / "9" / "step60.log").read_text()
     errors = [line for line in log.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1 and "example/tiny-16-seed9 revision step30: not on disk" in errors[0], log[-2000:]
+    assert len(errors) == 1 and "example/tiny-16-seed9 revision step60: not on disk" in errors[0], log[-2000:]
     config["pretrained"]["seeds"] = [0]                   # the suite without the missing seed: finished jobs reused
     (root / "configs" / "pre-wf.yaml").write_text(yaml.safe_dump(config))
     proc = snakemake(workdir, target, "--configfile", "configs/pre-wf.yaml")
