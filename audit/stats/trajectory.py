@@ -151,7 +151,7 @@ def untraced_reason(claim: dict, config: dict) -> str:
         metrics = [spec["x"], spec["y"]]
     once = [m for m in metrics if m not in TRACED_AS]
     if once:
-        return f"not traced: {', '.join(once)} is measured once, after training, not per epoch"
+        return f"not traced: {', '.join(once)} {'is' if len(once) == 1 else 'are'} measured once, after training, not per epoch"
     return ""
 
 
@@ -182,9 +182,14 @@ def tables_at(runs: pd.DataFrame, config: dict, settings: Settings, baselines, s
             guard_mod.guard_table("claims", claims, runs, baselines, config, share))
 
 
+def judged(table: pd.DataFrame) -> pd.Series:
+    """Rows with a verdict to trace: not those never computed (an arm not run in this study)."""
+    return ~table["reason"].fillna("").astype(str).str.startswith(("not run", "untestable"))
+
+
 def _comparison_rows(comp: pd.DataFrame) -> list[dict]:
     rows = []
-    for r in comp[comp["metric"].isin(list(TRACED_AS))].to_dict("records"):
+    for r in comp[comp["metric"].isin(list(TRACED_AS)) & judged(comp)].to_dict("records"):
         rows.append(dict(kind="comparison", trace=f"{r['family']}: {r['head_a']} - {r['head_b']}", claim_id="",
                          corpus=r["corpus"], metric=r["metric"], traced_on=TRACED_AS[r["metric"]],
                          head_a=r["head_a"], head_b=r["head_b"], verdict=r["verdict"], reason=r["reason"],
@@ -195,7 +200,7 @@ def _comparison_rows(comp: pd.DataFrame) -> list[dict]:
 
 def _claim_rows(table: pd.DataFrame, traced: dict, runs: pd.DataFrame) -> list[dict]:
     rows = []
-    for r in table[table["claim_id"].isin(list(traced))].to_dict("records"):
+    for r in table[table["claim_id"].isin(list(traced)) & judged(table)].to_dict("records"):
         claim, metric = traced[r["claim_id"]]
         head_a, head_b = claim_heads(claim, runs, r["corpus"])
         rows.append(dict(kind="claim", trace=r["claim_id"], claim_id=r["claim_id"], corpus=r["corpus"],

@@ -154,10 +154,10 @@ def marks_table(trajectories: pd.DataFrame, traced: pd.DataFrame, runs: pd.DataF
         rows.append(mark_row(group, t, settings, share))
     last = list(by_look)[-1]
     corpora = sorted(runs["corpus"].unique())
+    seen = set(zip(trajectories["claim_id"], trajectories["corpus"].astype(str)))
     for claim in config.get("claims") or []:
-        why = untraced_reason(claim, config)
-        if why:
-            rows += [dict(kind="claim", trace=claim["id"], claim_id=claim["id"], corpus=str(c), look=last,
-                          mark="not traced", text=why, alpha=settings.alpha, held_share=share)
-                     for c in claim.get("corpora") or corpora]
+        why = untraced_reason(claim, config) or "not traced: no verdict at any budget (the claim was not run here)"
+        rows += [dict(kind="claim", trace=claim["id"], claim_id=claim["id"], corpus=str(c), look=last,
+                      mark="not traced", text=why, alpha=settings.alpha, held_share=share)
+                 for c in claim.get("corpora") or corpora if (claim["id"], str(c)) not in seen]
     return pd.DataFrame(rows, columns=COLUMNS)

@@ -145,3 +145,14 @@ def test_best_so_far_keeps_the_first_best_epoch():
     out = T.best_so_far(epochs)
     assert out["best_epoch"].tolist() == [1, 2, 2, 2]
     assert out["train_ppl"].tolist() == [10.0, 8.0, 8.0, 8.0]   # the best epoch's, not the epoch's own
+
+
+def test_a_claim_whose_arms_were_not_run_has_no_trajectory_and_says_so(tmp_path):
+    runs, dirs = write_study(tmp_path, {"low": parallel(0.0), "high": parallel(3.0)})
+    config = study_config(tmp_path, "low", "absent")   # head_b has no runs in this study
+    settings = Settings.from_config(config["stats"])
+    epochs = T.read_epochs(dirs)
+    table = T.trajectory_table(runs, epochs, config, settings)
+    assert table.empty   # "not run" rows are never traced as "inconclusive at every budget"
+    marks = M.marks_table(table, T.best_so_far(epochs), runs, config, settings)
+    assert mark_of(marks, "a-lowers-ppl")["text"] == "not traced: no verdict at any budget (the claim was not run here)"
