@@ -14,6 +14,7 @@ from audit.plan.datafiles import wordsim_files as _wordsim_files
 from audit import yamlfile
 from audit.errors import AuditError
 from audit.report import registry as _report_registry
+from audit.stats import tables as _stats_tables  # noqa: E402  (the statistics tables: audit/stats/tables.py)
 from audit.stats.sequential import schedule as _schedule
 
 # Rules call `python -m audit ...`: make `python` the interpreter running Snakemake (e.g. the one
@@ -68,7 +69,9 @@ def corpus_file(corpus):
 def corpus_input(wildcards):
     return corpus_file(wildcards.corpus)
 
-STATS_TABLES = [e.name for e in _report_registry.entries("table", "stats")]  # audit/report/registry.py
+# every table the stats verb writes from runs: the report registry's stats entries, which must be
+# exactly the stats registry's (audit/stats/tables.py; tests/stats/test_tables.py checks it)
+STATS_TABLES = [e.name for e in _report_registry.entries("table", "stats")]
 WORDSIM_FILES = _wordsim_files()  # sources.yaml's wordsim: what `python -m audit data-files` lists
 
 

@@ -21,7 +21,7 @@ rule stats_config:
 
 # The published record (configs/published.yaml; a `published:` section in any study): three tables
 # from the papers' own numbers, never from runs, so this rule needs no runs table.
-PUBLISHED_TABLES = ["published_comparisons", "published_claims", "published_untestable"]
+PUBLISHED_TABLES = _stats_tables.names("published")   # audit/stats/tables.py: the one list
 
 
 def published_data():

@@ -4,12 +4,12 @@ Drawn for the published record (``published_comparisons.csv``) and for a study
 (``comparisons.csv``). Each row of the table is one line: the difference ``diff = mean_a -
 mean_b`` with its Welch interval (``diff_ci_low``, ``diff_ci_high``) and, where the table has
 the multi-bootstrap's ``mb_ci_low`` / ``mb_ci_high`` (seeds and test sentences resampled
-together), that interval too, drawn thinner below it. Both are at the row's ``ci_level`` (the
-study's 1 - alpha; ``audit.stats`` computes the multi-bootstrap at the same level): the legend
+together), that interval too, drawn thinner below it. Each is at its own level (``ci_level``,
+``mb_ci_level``: the level of its Holm step, ``audit.stats.families``): the legend
 prints the level the rows share (or that the table states none), and where they differ each
 row's label ends in its own. The equivalence margin ``[-m, +m]`` is the
-shaded band behind each row; a filled marker means Holm-adjusted ``p_adj < alpha`` (the row's
-``alpha``, default 0.05), a hollow one that the family-wise test does not reject, and a grey cross
+shaded band behind each row; a filled marker means the row's verdict is a difference (decided by
+Holm on the interval drawn, at the level of its Holm step), a hollow one that it is not, and a grey cross
 a row the guard (``audit.stats.guard``) labelled ``not_informative``, whatever its p: its label
 on the y axis ends in "not informative" and its reason is in the comparisons table. Metrics differ
 in scale, so each (family, metric) is its own panel with its own x axis.
@@ -29,6 +29,7 @@ from matplotlib.patches import Patch
 
 REQUIRED = ("family", "metric", "head_a", "head_b", "diff", "diff_ci_low", "diff_ci_high", "p_adj")
 NOT_INFORMATIVE = "not_informative"   # audit.stats.guard.VERDICT (not imported: the stats stack is heavier)
+DIFFERENCE = ("a_better", "b_better")  # the verdicts of a difference (audit.stats.decision.Verdict)
 
 
 def _float(value) -> float:
@@ -47,10 +48,15 @@ def mark(row: dict) -> str:
 
 
 def significant(row: dict) -> bool:
-    """Holm-adjusted significance of one row: ``p_adj < alpha``; False when p_adj is undefined
-    (an undefined test is never drawn as a rejection)."""
-    p, alpha = _float(row.get("p_adj")), _float(row.get("alpha"))
-    return bool(np.isfinite(p) and p < (alpha if np.isfinite(alpha) else 0.05))
+    """Whether the row's decision record found a difference: its verdict (``a_better`` or
+    ``b_better``, which ``audit.stats`` decides on the interval drawn), never a level re-read
+    here; a table made before the verdicts were recorded (no ``verdict`` column) reads its
+    Welch interval, which excludes 0 exactly when the Holm-adjusted test rejects."""
+    verdict = row.get("verdict")
+    if isinstance(verdict, str) and verdict:
+        return verdict in DIFFERENCE
+    low, high = _float(row.get("diff_ci_low")), _float(row.get("diff_ci_high"))
+    return bool(np.isfinite(low) and np.isfinite(high) and (high < 0 or low > 0))
 
 
 def forest(comparisons: pd.DataFrame | None, title: str) -> str:
@@ -113,7 +119,7 @@ def forest(comparisons: pd.DataFrame | None, title: str) -> str:
         shared = levels[0] if len(levels) == 1 else None
         welch = "Welch CI (its level on each row)" if per_row else level(shared, "Welch CI")
         legend = [Line2D([], [], color="#1b1b1b", lw=1.6, label=welch),
-                  Line2D([], [], marker="o", ls="", color="#1d4e89", label="Holm p_adj < α"),
+                  Line2D([], [], marker="o", ls="", color="#1d4e89", label="a difference (Holm p_adj < α)"),
                   Line2D([], [], marker="o", ls="", color="#1d4e89", markerfacecolor="white",
                              label="not significant after Holm"),
                   Patch(color="#dbe7f6", label="equivalence margin ±m")]

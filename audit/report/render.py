@@ -22,7 +22,7 @@ import yaml
 
 from audit.errors import AuditError
 from audit.plots import EMPTY_MARK
-from audit.report import levels
+from audit.report import counts, levels
 from audit.report.trajectories import page_marks
 
 SECTION_TITLES = [  # anchor -> table-of-contents entry, in page order
@@ -320,7 +320,7 @@ def render(runs_path: str, config_path: str, table_paths: list[str], figure_path
     claims = records(tables.get("claims"))
     for claim in claims:
         claim["anchor"] = evidence_anchor(claim)
-    tested = [c for c in claims if not str(c.get("reason") or "").startswith(("not run", "untestable"))]
+    parts = counts.split(claims)   # evidence the study judged, evidence it cannot test, controls
     warnings = records(tables.get("warnings"))
     rho = tables.get("wordsim_rho")
     published = {  # the papers' own numbers (audit/stats/published/evidence.py): never mixed with the runs
@@ -346,7 +346,8 @@ def render(runs_path: str, config_path: str, table_paths: list[str], figure_path
         "study": config.get("study", ""), "description": config.get("description", ""),
         "n_runs": len(runs), "study_kind": study_kind(present), "n_failed": _n_failed(runs),
         "sections": [(key, title) for key, title in SECTION_TITLES if present[key]], "present": present,
-        "claims": tested, "claims_not_run": [c for c in claims if c not in tested], "results": records(tables.get("results")),
+        "claims": parts["claims"] + parts["controls"], "claims_not_run": parts["untested"],
+        "results": records(tables.get("results")),
         "comparison_groups": group_comparisons(records(tables.get("comparisons"))), "correlations": records(tables.get("correlations")),
         "ranks": records(tables.get("ranks")),
         "rank_columns": [c[:-5] for c in (tables["ranks"].columns if "ranks" in tables else []) if c.endswith("_mean")],
@@ -361,11 +362,10 @@ def render(runs_path: str, config_path: str, table_paths: list[str], figure_path
         # the headline counts the claims this study tested; not run and untestable ones are listed
         # apart, never counted as a verdict (their claims.csv verdict is "inconclusive")
         # claims that hold by construction are controls (audit.stats.controls): counted apart, never as support
-        "verdict_counts": _counts([c for c in tested if not str(c["verdict"]).startswith("control_")]),
-        "control_counts": _counts([c for c in tested if str(c["verdict"]).startswith("control_")]),
-        "n_untested": len(claims) - len(tested), "published": published, "scales": scales,
+        "verdict_counts": counts.counts(parts["claims"]), "control_counts": counts.counts(parts["controls"]),
+        "n_untested": len(parts["untested"]), "published": published, "scales": scales,
         "baselines": records(tables.get("baselines")),
-        "published_counts": _counts(published["claims"]),
+        "published_counts": counts.counts(counts.split(published["claims"])["claims"]),
     }
     context["trajectories"] = trajectories
     return environment().get_template("audit.html.j2").render(**context)
@@ -378,10 +378,3 @@ def _n_failed(runs: pd.DataFrame) -> int:
     if "test_ppl" in runs:
         lost |= (status == "ok") & ~pd.to_numeric(runs["test_ppl"], errors="coerce").apply(finite)
     return int(lost.sum())
-
-
-def _counts(claims: list[dict]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for claim in claims:
-        counts[str(claim["verdict"])] = counts.get(str(claim["verdict"]), 0) + 1
-    return counts

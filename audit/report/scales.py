@@ -25,6 +25,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from audit.report.counts import is_control
 from audit.report.levels import level  # an interval's level as every cell prints it: 0.9 -> '90% CI'
 from audit.stats.guard import ALONE, LABEL, MAX_FAILED_SHARE, VERDICT, arm_status
 
@@ -50,6 +51,8 @@ def cell(claim: dict) -> str:
     (none for a claim not run); a guarded claim's cell starts with the guard's reason."""
     verdict, reason = str(claim["verdict"]), str(claim.get("reason") or "")
     text = verdict.replace("_", " ")
+    if is_control(claim) and not verdict.startswith("control_"):   # not run, untestable, withheld
+        text = f"control (holds by construction), {text}"
     if verdict == VERDICT and ALONE in reason:   # why the page does not stand behind it, then the test
         why, _, alone = reason.partition(ALONE)
         text += f": {why.removeprefix(LABEL + ': ')}; the test alone"

@@ -68,65 +68,90 @@ from audit.config import check_section
 from audit.stats import multiboot
 from audit.stats.comparisons import default_lower_is_better, finalize, make_row
 from audit.stats.controls import as_control
-from audit.stats.intervals import claim_interval
+from audit.stats.decision import Rule, decides, stamped
 from audit.stats.io import Settings, absent_later, arm
 from audit.stats.one_sample_claims import holm_with_one_sample, one_sample_claim_row, one_sample_evidence
 
+# the decision record's columns (audit.stats.decision): the verdict, the interval it follows from
+# (rule, null, margin: how), its level and how that level was chosen, the family and its m
 COLUMNS = [
-    "claim_id", "source", "statement", "corpus", "kind", "expect", "verdict", "reason",
+    "claim_id", "source", "statement", "corpus", "kind", "expect", "verdict", "reason", "gate", "guard", "role",
     "evidence_table", "evidence", "n_a", "n_b", "n_failed_a", "n_failed_b", "estimate_name",
-    "estimate", "ci_low", "ci_high", "ci_level", "p_name", "p", "p_adj", "tost_p_adj",
-    "p_opposite_adj", "power",
+    "estimate", "ci_low", "ci_high", "ci_level", "ci_how", "rule", "null", "margin", "p_name", "p",
+    "p_adj", "tost_p_adj", "p_opposite_adj", "family", "family_m", "power",
     "seeds_needed", "alpha", "bootstrap_seed", "bootstrap_resamples", "ours",
 ]
+EQUIVALENCE_NAME = ("diff = mean_a - mean_b (welch CI at 1 - 2 x the TOST step's alpha: the interval TOST "
+                    "corresponds to)")
 
 
-def judge_comparison(expect: str, row: dict, settings: Settings) -> tuple[str, str]:
-    """Verdict of a comparison claim from a finalized comparisons row (a = claim's head_a)."""
+def _welch_shown(row: dict) -> dict:
+    return dict(ci_low=row["diff_ci_low"], ci_high=row["diff_ci_high"], ci_level=row["ci_level"],
+                ci_how=row.get("ci_how", ""), rule=str(Rule.EXCLUDES), margin=row.get("equivalence_margin", math.nan))
+
+
+def _tost_shown(row: dict) -> dict:
+    return dict(estimate_name=EQUIVALENCE_NAME, ci_low=row.get("tost_ci_low", math.nan),
+                ci_high=row.get("tost_ci_high", math.nan), ci_level=row.get("tost_ci_level", math.nan),
+                ci_how=row.get("tost_ci_how", ""), rule=str(Rule.INSIDE), margin=row["equivalence_margin"])
+
+
+def judge_comparison(expect: str, row: dict, settings: Settings) -> tuple[str, str, dict]:
+    """Verdict of a comparison claim from a finalized comparisons row (a = claim's head_a), with
+    the interval it follows from (``shown``: ``ci_low, ci_high, ci_level, ci_how, rule, margin``
+    and, for an equivalence, ``estimate_name``).
+
+    Decided on the row's intervals (``audit.stats.decision.decides``): the Welch interval at its
+    Holm step's level for a difference, the TOST interval for an equivalence. An undecided claim
+    shows the interval of the test that would have decided it: TOST's for ``equivalent``, the
+    difference's otherwise.
+    """
+    welch, tost = _welch_shown(row), _tost_shown(row)
     if row["verdict"] == "inconclusive" and not np.isfinite(row["p_adj"]):
-        return "inconclusive", row["reason"]   # not run, too few seeds, runs failed, undefined
-    alpha = settings.alpha
-    sig = row["p_adj"] < alpha
-    lower, higher = sig and row["diff"] < 0, sig and row["diff"] > 0
-    equiv = np.isfinite(row["tost_p_adj"]) and row["tost_p_adj"] < alpha
+        return "inconclusive", row["reason"], welch   # not run, too few seeds, runs failed, undefined
+    differ = decides(Rule.EXCLUDES, welch["ci_low"], welch["ci_high"])
+    lower, higher = differ and row["diff"] < 0, differ and row["diff"] > 0
+    equiv = decides(Rule.INSIDE, tost["ci_low"], tost["ci_high"], margin=tost["margin"])
     why = row["reason"]
     if expect in ("lower", "higher"):
         hit, miss = (lower, higher) if expect == "lower" else (higher, lower)
-        if hit:
-            return "supported", why
-        if miss:
-            return "contradicted", why
-        if equiv:
-            return "equivalent", why
-        return "inconclusive", why
+        if hit or miss:
+            return ("supported" if hit else "contradicted"), why, welch
+        return ("equivalent", why, tost) if equiv else ("inconclusive", why, welch)
     if expect == "equivalent":
         if equiv:
-            return "supported", why
-        return ("contradicted", why) if sig else ("inconclusive", why)
+            return "supported", why, tost
+        return ("contradicted", why, welch) if differ else ("inconclusive", why, tost)
     bad, good = (lower, higher) if expect == "not_lower" else (higher, lower)
-    if equiv or good:
-        return "supported", why
-    return ("contradicted", why) if bad else ("inconclusive", why)
+    if good:
+        return "supported", why, welch
+    if equiv:
+        return "supported", why, tost
+    return ("contradicted", why, welch) if bad else ("inconclusive", why, welch)
 
 
 def judge_correlation(expect: str, r: float, p: float, n: int, settings: Settings,
                       ci: tuple[float, float] | None = None, weak_below: float | None = None,
-                      p_name: str = "permutation p") -> tuple[str, str]:
-    """Verdict of a correlation claim; a non-significant r is never read as "no correlation".
+                      p_name: str = "fisher z p") -> tuple[str, str]:
+    """Verdict of a correlation claim, decided on the Fisher-z interval ``ci`` of r (the interval
+    the Fisher z test inverts, whose two-sided ``p`` is shown beside it); a non-significant r is
+    never read as "no correlation".
 
-    ``expect: weak`` is judged on the interval ``ci`` of r alone (no p-value): supported when
-    the whole interval of |r| lies below ``weak_below``, contradicted when it lies at or above
-    it, inconclusive when it straddles it.
+    ``expect: weak`` is judged on the interval of |r| alone: supported when the whole interval
+    lies below ``weak_below``, contradicted when it lies at or above it, inconclusive when it
+    straddles it.
     """
     if n < settings.min_seeds:
-        return "inconclusive", f"too few points: n={n} < min_seeds={settings.min_seeds}"
+        return "inconclusive", f"too few seeds: n={n} points < min_seeds={settings.min_seeds}"
     if expect == "weak":
         return judge_weak(r, ci, weak_below)
-    if not np.isfinite(p):
-        return "inconclusive", "test undefined (constant variable or too few points)"
-    if p >= settings.alpha:
-        return "inconclusive", f"not significant ({p_name}={p:.3g}); absence of correlation is not shown"
-    why = f"r={r:.3g}, {p_name}={p:.3g} < {settings.alpha:g}"
+    low, high = ci if ci is not None else (math.nan, math.nan)
+    if not (np.isfinite(p) and np.isfinite(low) and np.isfinite(high)):
+        return "inconclusive", "undefined: constant variable or too few points for the Fisher z interval"
+    if not decides(Rule.EXCLUDES, low, high):
+        return "inconclusive", (f"not significant ({p_name}={p:.3g}; its interval holds 0); absence of "
+                                "correlation is not shown")
+    why = f"r={r:.3g}, {p_name}={p:.3g} < {settings.alpha:g} (its interval excludes 0)"
     if expect == "nonzero" or (r > 0) == (expect == "positive"):
         return "supported", why
     return "contradicted", why
@@ -138,7 +163,7 @@ def judge_weak(r: float, ci: tuple[float, float] | None, weak_below: float | Non
         return "inconclusive", "expect: weak needs weak_below (the threshold of a weak |r|) in the claim"
     low, high = ci if ci is not None else (math.nan, math.nan)
     if not (np.isfinite(low) and np.isfinite(high)):
-        return "inconclusive", "no interval for r (too few points or r undefined)"
+        return "inconclusive", "undefined: no interval for r (too few points or r undefined)"
     # interval of |r| from the interval of r: [0, max] when it holds 0
     abs_low = 0.0 if low <= 0 <= high else min(abs(low), abs(high))
     abs_high = max(abs(low), abs(high))
@@ -225,17 +250,19 @@ def multiboot_evidence(row: dict, settings: Settings) -> dict:
     (the published record: summary rows have no per-sentence NLL) is inconclusive, saying so."""
     if "mb_diff" not in row:
         return dict(row, tost_p_adj=math.nan, p_adj=math.nan, verdict="inconclusive",
-                    reason="multibootstrap not computed: it needs per-sentence test NLL, which summary rows lack")
+                    reason="not run: the multibootstrap needs per-sentence test NLL, which summary rows lack")
     out = dict(row, tost_p_adj=math.nan, diff=row["mb_diff"], p_adj=row["mb_p_adj"],
-               diff_ci_low=row["mb_ci_low"], diff_ci_high=row["mb_ci_high"])
+               diff_ci_low=row["mb_ci_low"], diff_ci_high=row["mb_ci_high"], ci_level=row["mb_ci_level"],
+               ci_how=f"{row['mb_ci_level']:.4g}: the level of its Holm step (family of m = {row['family_size']:g})", tost_ci_low=math.nan, tost_ci_high=math.nan, tost_ci_level=math.nan)
     if not np.isfinite(row["p_adj"]) and row["verdict"] == "inconclusive" and not str(row["reason"]).startswith("undefined"):
         return dict(out, p_adj=math.nan)   # not run, too few seeds, runs failed: as the Welch row says
     if not np.isfinite(row["mb_p_adj"]):
-        return dict(out, verdict="inconclusive", reason=f"multibootstrap {row['mb_note']}")
+        return dict(out, p_adj=math.nan, verdict="inconclusive", reason=f"undefined: multibootstrap {row['mb_note']}")
     p, alpha = row["mb_p_adj"], settings.alpha
     out["reason"] = (f"multibootstrap p_adj={p:.3g} {'<' if p < alpha else '>='} {alpha:g} "
-                     f"(CI [{row['mb_ci_low']:.4g}, {row['mb_ci_high']:.4g}]; no equivalence test)")
-    out["verdict"] = "decided"   # anything but "inconclusive": judge_comparison reads p_adj
+                     f"(its {row['mb_ci_level']:.4g} CI [{row['mb_ci_low']:.4g}, {row['mb_ci_high']:.4g}]; "
+                     f"no equivalence test)")
+    out["verdict"] = "decided"   # anything but "inconclusive": judge_comparison reads the interval
     return out
 
 
@@ -299,7 +326,8 @@ def claims_table(runs: pd.DataFrame, config: dict, settings: Settings,
     rows += [one_sample_claim_row(row, claim, ev, settings) for row, claim, ev in singles]
     out = [comparison_claim_row(*r, settings) if isinstance(r, tuple) else r for r in rows]
     by_id = {c["id"]: c for c in claims}
-    out = [as_control(r, by_id[r["claim_id"]]) for r in out]   # by construction: a control, not support
+    # by construction: a control, not support; each row checked as its decision record
+    out = [stamped(as_control(r, by_id[r["claim_id"]])) for r in out]
     order = {c["id"]: i for i, c in enumerate(claims)}
     out.sort(key=lambda r: (order[r["claim_id"]], r["corpus"]))
     return pd.DataFrame(out, columns=COLUMNS)
@@ -307,26 +335,26 @@ def claims_table(runs: pd.DataFrame, config: dict, settings: Settings,
 
 def comparison_claim_row(row: dict, claim: dict, ev: dict, table: str, settings: Settings) -> dict:
     """The claims-table row of a comparison claim judged on comparisons row ``ev`` (its
-    multi-bootstrap with ``test: multibootstrap``)."""
+    multi-bootstrap with ``test: multibootstrap``): the verdict and the interval it follows
+    from come from one call (``judge_comparison``)."""
     boot = claim.get("test", "welch") == "multibootstrap"
     if boot:
         ev = multiboot_evidence(ev, settings)
-    verdict, reason = judge_comparison(claim["expect"], ev, settings)
+    verdict, reason, shown = judge_comparison(claim["expect"], ev, settings)
     size = ev.get("family_size", math.nan)
     margin = ev["equivalence_margin"]   # NaN when none was declared: say so, never print "nan"
-    shown = claim_interval(claim["expect"], verdict, ev, settings.alpha)   # TOST's where equivalence decided
+    name = shown.pop("estimate_name", "diff of mean corpus perplexities (multibootstrap t CI over seeds "
+                     "and sentences)" if boot else "diff = mean_a - mean_b (welch CI)")
     return dict(
         row, verdict=verdict, reason=reason, evidence_table=table,
         evidence=(f"family={ev['family']}; metric={ev['metric']}; {ev['head_a']} - {ev['head_b']}; "
                   f"margin={f'{margin:g}' if np.isfinite(margin) else 'none'}"),
         n_a=ev["n_a"], n_b=ev["n_b"], n_failed_a=ev["n_failed_a"], n_failed_b=ev["n_failed_b"],
-        estimate_name=shown.pop("estimate_name", "diff of mean corpus perplexities (multibootstrap t CI over seeds "
-                                "and sentences)" if boot else "diff = mean_a - mean_b (welch CI)"),
-        estimate=ev["diff"], **shown,
+        estimate_name=name, estimate=ev["diff"], **shown, null=0.0, family=ev["family"], family_m=size,
         p_name=(f"multibootstrap p (t, seed + sentence variance), two-sided, {ev['adj_method']} within "
                 f"{ev['family']} ({ev.get('family_note') or f'm={size}'})" if boot else
                 f"welch p, {ev['adj_method']} within {ev['family']} ({ev.get('family_note') or f'm={size}'})"),
-        p=ev["mb_p"] if boot else ev["welch_p"],
+        p=ev.get("mb_p", math.nan) if boot else ev["welch_p"],
         p_adj=ev["p_adj"], tost_p_adj=ev["tost_p_adj"], power=ev["power"], seeds_needed=ev["seeds_needed"],
         bootstrap_seed=ev["bootstrap_seed"], bootstrap_resamples=ev["bootstrap_resamples"])
 
@@ -346,11 +374,17 @@ def _correlation_row(row: dict, claim: dict, corpus: str, correlations: pd.DataF
                     reason=f"not run: correlation {spec['name']!r} is not declared for corpus {corpus!r} in the study config")
     ev = hit.iloc[0]
     r = ev["pearson_r" if method == "pearson" else "spearman_rho"]
-    p = ev[f"{method}_perm_p"]
-    verdict, reason = judge_correlation(claim["expect"], r, p, int(ev["n"]), settings,
-                                        ci=(ev[f"{method}_ci_low"], ev[f"{method}_ci_high"]),
+    p = ev[f"{method}_z_p"]
+    ci = (ev[f"{method}_ci_low"], ev[f"{method}_ci_high"])
+    verdict, reason = judge_correlation(claim["expect"], r, p, int(ev["n"]), settings, ci=ci,
                                         weak_below=claim.get("weak_below"))
+    weak = claim["expect"] == "weak"
     return dict(row, verdict=verdict, reason=reason, n_a=int(ev["n"]), estimate_name=f"{method} r",
-                estimate=r, ci_low=ev[f"{method}_ci_low"], ci_high=ev[f"{method}_ci_high"],
-                ci_level=ev["ci_level"], p_name="permutation p (uncorrected, single pre-declared test)",
-                p=p, bootstrap_seed=ev["permutation_seed"], bootstrap_resamples=ev["permutation_resamples"])
+                estimate=r, ci_low=ci[0], ci_high=ci[1], ci_level=ev["ci_level"],
+                ci_how=f"1 - alpha = {ev['ci_level']:.4g} (fisher-z; a single pre-declared test, no adjustment)",
+                rule=str(Rule.WEAK if weak else Rule.EXCLUDES), null=float(claim.get("weak_below") or 0.0) if weak else 0.0,
+                margin=math.nan, p_name=("fisher z p (H0: rho = 0; the test the interval inverts), two-sided, "
+                                         f"uncorrected: a single pre-declared test; permutation p "
+                                         f"{ev[f'{method}_perm_p']:.3g} in correlations.csv"),
+                p=p, family="", family_m=1, bootstrap_seed=ev["permutation_seed"],
+                bootstrap_resamples=ev["permutation_resamples"])

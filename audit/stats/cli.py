@@ -16,8 +16,9 @@ of runs: ``--summaries``, else the config's ``published.data``, else the package
 guard flags (no finite test perplexity, more than ``stats.max_failed_share`` of its runs failed;
 with ``--baselines`` also no baseline for exactly its vocabulary and test tokens, or a median at
 or above its unigram) get the verdict ``not_informative``, and correlations and word-similarity
-wins over it a note: every table passes ``audit.stats.guard.guard_table``, the evidence tables on
-their own runs, the published ones exempt (``guard.EXEMPT`` says why). With ``--sentences`` (``python -m audit collect --sentences-out``) the
+wins over it a note: every table passes the guard its registry entry names, the evidence tables on
+their own runs, the published ones exempt (each table's entry in ``audit.stats.tables`` names its guard or why it
+is exempt). With ``--sentences`` (``python -m audit collect --sentences-out``) the
 comparisons and claims get the multi-bootstrap over seeds and test sentences
 (``audit.stats.multiboot``). Each file is written atomically. A table
 whose inputs are absent is still written with its header and zero rows, and a ``note:`` line
@@ -28,18 +29,16 @@ from __future__ import annotations
 
 import argparse
 
-import pandas as pd
-
 from audit.errors import AuditError
 from audit.evaluate.baselines import load_baselines
-from audit.stats import claims, comparisons, correlations, guard, multiboot, sources, wordsim
-from audit.stats.published import evidence
-from audit.stats.io import (PAIR_COLUMNS, Settings, load_config, load_pairs, load_runs, note,
-                             write_table)
+from audit.stats import multiboot, tables as registry
+from audit.stats.io import Settings, load_config, load_runs, note, write_table
 
-TABLES = ("comparisons", "correlations", "wordsim_wins", "wordsim_diffs", "claims")
-EVIDENCE_TABLES = ("evidence_claims",)   # only on request: a study with an `evidence:` list
-PUBLISHED_TABLES = ("published_comparisons", "published_claims", "published_untestable")
+# the registry's names (audit.stats.tables): the one list of the verb's tables
+TABLES = tuple(registry.names("runs"))
+EVIDENCE_TABLES = tuple(registry.names("evidence"))      # only on request: a study with an `evidence:` list
+PUBLISHED_TABLES = tuple(registry.names("published"))
+CHOICES = tuple(t.name for t in registry.TABLES)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,9 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
                                        "published.data, else audit/data/published.csv)")
     p.add_argument("--config", required=True, help="study config YAML (comparisons/correlations/claims/stats)")
     p.add_argument("--out", required=True, help="directory to write <table>.csv into")
-    p.add_argument("--table", action="append", choices=TABLES + EVIDENCE_TABLES + PUBLISHED_TABLES,
-                   metavar="NAME", help=f"write only this table (repeatable): "
-                                        f"{', '.join(TABLES + EVIDENCE_TABLES + PUBLISHED_TABLES)}")
+    p.add_argument("--table", action="append", choices=CHOICES, metavar="NAME",
+                   help=f"write only this table (repeatable): {', '.join(CHOICES)}")
     p.add_argument("--wordsim-pairs", help="per-pair word-similarity CSV (needed by wordsim_diffs)")
     p.add_argument("--baselines", help="baselines.csv (python -m audit baselines): comparisons and claims drawn "
                                        "from an arm without a baseline of its vocabulary and test tokens, or below its unigram, "
@@ -61,68 +59,36 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _wanted(args, config: dict) -> list[str]:
+    """The tables asked for (``--table``), else the default ones the inputs allow."""
+    if args.table:
+        return list(dict.fromkeys(args.table))
+    published = args.summaries or config.get("published") is not None
+    return [t.name for t in registry.TABLES if t.default
+            and ((t.source == "runs" and args.runs) or (t.source == "published" and published))]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Compute and write the requested tables; returns the exit status."""
     args = build_parser().parse_args(argv)
     config = load_config(args.config)
     source = str(args.config)
     settings = Settings.from_config(config.get("stats"), source)
-    default = (TABLES if args.runs else ()) + (PUBLISHED_TABLES if args.summaries or config.get("published") is not None else ())
-    wanted = list(dict.fromkeys(args.table or default))
+    wanted = _wanted(args, config)
+    on_runs = [n for n in wanted if registry.table(n).source != "published"]
+    if on_runs and not args.runs:
+        raise AuditError(f"stats: table {on_runs[0]!r} needs --runs")
+    inputs = registry.Inputs(
+        config=config, settings=settings, source=source, summaries=args.summaries, pairs_path=args.wordsim_pairs,
+        runs=load_runs(args.runs) if on_runs else None,
+        baselines=load_baselines(args.baselines) if args.baselines else None,
+        sentences=multiboot.load(args.sentences) if args.sentences and on_runs else None)
     out = {}
-    if set(wanted) & set(PUBLISHED_TABLES):   # from summary rows: never mixed with the runs below
-        tables = evidence.published_tables(config, settings, args.summaries, source)
-        out.update({name: tables[name] for name in wanted if name in PUBLISHED_TABLES})
-        wanted = [name for name in wanted if name not in PUBLISHED_TABLES]
-    if wanted and not args.runs:
-        raise AuditError(f"stats: table {wanted[0]!r} needs --runs")
-    runs = load_runs(args.runs) if wanted else None
-    baselines = load_baselines(args.baselines) if args.baselines else None
-    sentences = multiboot.load(args.sentences) if args.sentences and wanted else None
-    cache = {}
-
-    def comp():
-        if "comparisons" not in cache:
-            cache["comparisons"] = comparisons.comparisons_table(runs, config, settings, source, sentences)
-        return cache["comparisons"]
-
-    def corr():
-        if "correlations" not in cache:
-            cache["correlations"] = correlations.correlations_table(runs, config, settings, source)
-        return cache["correlations"]
-
-    for name in wanted:
-        if name == "comparisons":
-            out[name] = comp()
-            reason = "the study config declares no comparisons"
-        elif name == "correlations":
-            out[name] = corr()
-            reason = "the study config declares no correlations"
-        elif name == "wordsim_wins":
-            out[name] = wordsim.wins_table(runs)
-            reason = f"{args.runs} has no {wordsim.PREFIX}<benchmark> column"
-        elif name == "wordsim_diffs":
-            if args.wordsim_pairs:
-                out[name] = wordsim.diffs_table(load_pairs(args.wordsim_pairs), settings, runs)
-                reason = f"{args.wordsim_pairs} has no usable word pairs"
-            else:
-                out[name] = wordsim.diffs_table(pd.DataFrame(columns=list(PAIR_COLUMNS)), settings)
-                reason = "no --wordsim-pairs table was given"
-        elif name == "evidence_claims":
-            out[name] = sources.evidence_claims_table(config, settings, baselines, source)
-            reason = "the study config names no further runs table (evidence:)"
-        else:
-            # judged on the tests alone, then guarded below: the claims see the unguarded comparisons
-            out[name] = claims.claims_table(runs, config, settings, comp(), corr(), source, sentences)
-            reason = "no claims in the study config or its claims_file"
-        if out[name].empty:
-            note(f"{name}.csv has no rows: {reason}")
-        if name not in guard.EXEMPT and name not in EVIDENCE_TABLES:
-            # every table on this study's runs passes the one guard, chosen by the table's shape;
-            # the evidence tables were guarded on their own runs (audit.stats.sources)
-            out[name] = guard.guard_table(name, out[name], runs, baselines, config, settings.max_failed_share)
+    for name in wanted:   # each built and guarded as its registry entry says
+        out[name], empty = registry.table(name).make(inputs)
+        if empty:
+            note(f"{name}.csv has no rows: {empty}")
     # compute everything first, then write: a failure above leaves no table half-updated
     for name, table in out.items():
         write_table(table, f"{args.out}/{name}.csv")
     return 0
-

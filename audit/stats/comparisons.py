@@ -38,22 +38,24 @@ import pandas as pd
 from audit.config import check_section
 from audit.errors import AuditError
 from audit.stats import aso, multiboot, power, tests
+from audit.stats.decision import Rule, comparison_records, decides
+from audit.stats.families import adjust_family, as_columns, records
 from audit.stats.gates import DROP_KINDS, drop_kind, eligible
 from audit.stats.io import Settings, absent_later, arm, require_metric
-from audit.stats.multiplicity import METHOD, adjust
+from audit.stats.multiplicity import METHOD
 from audit.stats.resample import bootstrap_two_sample, percentile_ci
 
 COLUMNS = [
     "family", "family_size", "family_dropped", "family_note", "adj_method", "corpus", "metric",
     "lower_is_better", "head_a", "head_b", "n_a", "n_b", "n_failed_a", "n_failed_b",
     "n_missing_a", "n_missing_b", "mean_a", "mean_b", "sd_a", "sd_b", "diff", "diff_ci_low",
-    "diff_ci_high", "ci_level", "test", "sidedness", "welch_t", "welch_df", "welch_p",
+    "diff_ci_high", "ci_level", "ci_how", "test", "sidedness", "welch_t", "welch_df", "welch_p",
     "student_p", "rank_test", "rank_test_p", "p_adj", "hedges_g", "hedges_g_ci_low",
     "hedges_g_ci_high", "prob_superiority", "prob_superiority_ci_low",
     "prob_superiority_ci_high", "aso_eps_min", "aso_confidence", "ci_method", "bootstrap_seed",
     "bootstrap_resamples", "equivalence_margin", "tost_p", "tost_p_adj", "tost_ci_low", "tost_ci_high",
-    "tost_ci_level", "power", "seeds_needed", "power_target",
-    "alpha", "min_seeds", "verdict", "reason",
+    "tost_ci_level", "tost_ci_how", "power", "seeds_needed", "power_target",
+    "alpha", "min_seeds", "verdict", "reason", "guard",
 ]
 # the study's comparisons.csv: the Welch row (``finalize``; also the published record's) and the
 # multi-bootstrap over seeds and test sentences (``multiboot.attach``)
@@ -145,9 +147,13 @@ def _sd(x):
 
 
 def verdict(row: dict, settings: Settings) -> tuple[str, str]:
-    """Verdict and reason of one row that already has ``p_adj`` and ``tost_p_adj``.
+    """Verdict and reason of one row whose family was adjusted (``audit.stats.families``).
 
-    Never reads a non-significant p as "no difference": only TOST can say ``equivalent``.
+    Decided on the intervals the adjusted tests invert, so the verdict and the interval printed
+    beside it cannot disagree (``audit.stats.decision``): the Welch interval at its Holm step's
+    level excludes 0 exactly when ``p_adj`` < alpha, the TOST interval lies inside the margin
+    exactly when ``tost_p_adj`` < alpha. Never reads a non-significant p as "no difference":
+    only TOST can say ``equivalent``.
     """
     alpha = settings.alpha
     if row.get("not_run"):
@@ -164,16 +170,19 @@ def verdict(row: dict, settings: Settings) -> tuple[str, str]:
         return "inconclusive", row.get("undefined") or "undefined: Welch's test could not be computed"
     p, tp = row["p_adj"], row["tost_p_adj"]
     margin = row["equivalence_margin"]
-    inside = np.isfinite(tp) and tp < alpha
-    if p < alpha:
+    differ = decides(Rule.EXCLUDES, row["diff_ci_low"], row["diff_ci_high"])
+    inside = decides(Rule.INSIDE, row["tost_ci_low"], row["tost_ci_high"], margin=margin)
+    where = f"its {row['ci_level']:.4g} interval {'excludes' if differ else 'holds'} 0"
+    if differ:
         a_lower = row["diff"] < 0
         v = "a_better" if a_lower == bool(row["lower_is_better"]) else "b_better"
         extra = f"; but |diff| < margin {margin:g} (tost p_adj={tp:.3g})" if inside else ""
-        return v, f"welch p_adj={p:.3g} < {alpha:g}{extra}"
+        return v, f"welch p_adj={p:.3g} < {alpha:g} ({where}){extra}"
     if inside:
-        return "equivalent", f"tost p_adj={tp:.3g} < {alpha:g}: |diff| < margin {margin:g}"
+        return "equivalent", (f"tost p_adj={tp:.3g} < {alpha:g}: |diff| < margin {margin:g} (its "
+                              f"{row['tost_ci_level']:.4g} interval lies inside)")
     if not np.isfinite(margin):
-        return "inconclusive", (f"not significant (welch p_adj={p:.3g}) and no equivalence_margin "
+        return "inconclusive", (f"not significant (welch p_adj={p:.3g}; {where}) and no equivalence_margin "
                                 "declared, so equivalence was not tested")
     power, need = row["power"], row["seeds_needed"]
     # never "power nan": both are defined whenever the Welch test is, except a need beyond the search
@@ -198,26 +207,26 @@ def family_note(reasons, n_multiboot: int = 0) -> str:
 
 
 def finalize(rows: list[dict], settings: Settings) -> pd.DataFrame:
-    """Holm-correct within each family label, then attach verdicts; returns the table."""
+    """Holm-correct within each family label (``audit.stats.families``: p_adj, tost_p_adj and the
+    intervals they decide on), then attach verdicts; returns the table."""
     if not rows:
         return pd.DataFrame(columns=COLUMNS)
     df = pd.DataFrame(rows)
     ok_rows = eligible(df, settings)
     df["p_adj"], df["tost_p_adj"] = np.nan, np.nan
     df["family_size"], df["family_dropped"] = 0, 0
-    for fam, idx in df.groupby("family", sort=False).groups.items():
-        ok = ok_rows.loc[idx]
-        p_adj, size, dropped = adjust(df.loc[idx, "welch_p"].where(ok))
-        df.loc[idx, "p_adj"] = p_adj
-        df.loc[idx, "family_size"], df.loc[idx, "family_dropped"] = size, dropped
-        df.loc[idx, "tost_p_adj"] = adjust(df.loc[idx, "tost_p"].where(ok))[0]
+    # a row without a test keeps compare's unadjusted 1 - alpha interval and has no TOST interval
+    df["ci_how"] = f"1 - alpha = {1 - settings.alpha:.4g} (no test: no adjustment)"
+    df["tost_ci_how"] = ""
+    for column in ("tost_ci_low", "tost_ci_high", "tost_ci_level"):
+        df[column] = np.nan
+    cols, ok = as_columns(df), ok_rows.to_numpy()
+    for fam in dict.fromkeys(cols["family"]):
+        idx = np.flatnonzero(cols["family"] == fam)
+        adjust_family(cols, idx, settings.alpha, ok[idx])
+    df = pd.DataFrame(cols)
     df["adj_method"] = METHOD
-    # the interval an equivalence verdict rests on: only where TOST was tested (a margin was declared)
-    low, high = tests.tost_interval(df["mean_a"], df["sd_a"], df["n_a"], df["mean_b"], df["sd_b"], df["n_b"],
-                                    settings.alpha)
-    tested = np.isfinite(df["tost_p"].astype(float)).to_numpy()
-    df["tost_ci_low"], df["tost_ci_high"] = np.where(tested, low, np.nan), np.where(tested, high, np.nan)
-    df["tost_ci_level"] = np.where(tested, 1 - 2 * settings.alpha, np.nan)
+    df["guard"] = ""   # audit.stats.guard fills it for a row drawn from an arm it flags
     _verdicts(df, settings)
     return df[COLUMNS]
 
@@ -226,37 +235,36 @@ def _verdicts(df: pd.DataFrame, settings: Settings, n_multiboot: dict | None = N
     """Verdict, reason and family note of every row, in place; with ``n_multiboot`` (family ->
     multi-bootstrap tests in it) only the rows with a test get a new verdict: a finalized table
     has lost ``not_run``, and the reason of a row without a test does not change with m."""
-    tested = (np.isfinite(df["p_adj"].astype(float)) if n_multiboot is not None
-              else pd.Series(True, index=df.index))
-    out = [verdict(r, settings) for r in df[tested].to_dict("records")]
-    blank = pd.Series("", index=df.index)
-    verdicts, reasons = df.get("verdict", blank).astype(object), df.get("reason", blank).astype(object)
-    verdicts[tested], reasons[tested] = [v for v, _ in out], [r for _, r in out]
-    df["verdict"], df["reason"] = verdicts, reasons
+    rows = records(df)
+    for row in rows:
+        if n_multiboot is None or np.isfinite(float(row["p_adj"])):
+            row["verdict"], row["reason"] = verdict(row, settings)
+        comparison_records(row)   # each test's record: raises if a verdict and its interval disagree
+    df["verdict"], df["reason"] = [r["verdict"] for r in rows], [r["reason"] for r in rows]
     counts = n_multiboot or {}
-    df["family_note"] = [family_note(list(reasons[df["family"] == fam]), counts.get(fam, 0))
-                         for fam in df["family"]]
+    notes = {fam: family_note([r["reason"] for r in rows if r["family"] == fam], counts.get(fam, 0))
+             for fam in dict.fromkeys(r["family"] for r in rows)}
+    df["family_note"] = [notes[r["family"]] for r in rows]
 
 
 def holm_both(table: pd.DataFrame, settings: Settings) -> pd.DataFrame:
     """One Holm family per label over both tests: the defined ``welch_p`` and ``mb_p`` of its
     rows (a row below ``min_seeds`` has neither), adjusted together into ``p_adj`` and
-    ``mb_p_adj``, so that any mixture of Welch and multi-bootstrap verdicts drawn from one
-    family (a claim may take either) is family-wise controlled at ``alpha``; verdicts and
-    ``family_size`` / ``family_note`` follow the joint adjustment. TOST keeps its own pass over
-    the Welch rows. Without multi-bootstrap p-values the table is returned as ``finalize``
-    made it.
+    ``mb_p_adj`` with their intervals at their steps' levels (``audit.stats.families``), so that
+    any mixture of Welch and multi-bootstrap verdicts drawn from one family (a claim may take
+    either) is family-wise controlled at ``alpha``; verdicts and ``family_size`` /
+    ``family_note`` follow the joint adjustment. Without multi-bootstrap p-values the table is
+    returned as ``finalize`` made it.
     """
     if table.empty or not np.isfinite(table["mb_p"].astype(float)).any():
         return table
-    df = table.copy()
-    counts = {}
-    for fam, idx in df.groupby("family", sort=False).groups.items():
-        welch = df.loc[idx, "welch_p"].where(np.isfinite(df.loc[idx, "p_adj"].astype(float)))
-        both, size, _ = adjust(np.r_[welch.to_numpy(float), df.loc[idx, "mb_p"].to_numpy(float)])
-        df.loc[idx, "p_adj"], df.loc[idx, "mb_p_adj"] = both[:len(idx)], both[len(idx):]
-        counts[fam] = int(np.isfinite(df.loc[idx, "mb_p"].astype(float)).sum())
-        df.loc[idx, "family_size"] = size
+    cols, counts = as_columns(table), {}
+    for fam in dict.fromkeys(cols["family"]):
+        idx = np.flatnonzero(cols["family"] == fam)
+        tested = np.isfinite(cols["p_adj"][idx].astype(float))
+        adjust_family(cols, idx, settings.alpha, tested, boot_in=np.ones(len(idx), bool))
+        counts[fam] = int(np.isfinite(cols["mb_p"][idx].astype(float)).sum())
+    df = pd.DataFrame(cols, index=table.index)
     _verdicts(df, settings, counts)
     return df
 

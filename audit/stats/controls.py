@@ -13,16 +13,26 @@ test (``not run``, ``untestable``) or another verdict (not informative) is left 
 
 from __future__ import annotations
 
+from audit.stats.decision import Gate
+
 PASSED, FAILED, UNDECIDED = "control_passed", "control_failed", "control_undecided"
 CONTROL = {"supported": PASSED, "contradicted": FAILED, "inconclusive": UNDECIDED}
 PREFIX = "by construction: "
 
 
 def as_control(row: dict, claim: dict) -> dict:
-    """A claims-table row of a ``by_construction`` claim with its verdict read as a control; any
-    other row, and a row without a test, as it is."""
+    """A claims-table row with its ``role``: a ``by_construction`` claim is a control in every
+    case (its verdict read as a control where it has a test; a row without one, not run or
+    untestable, keeps its verdict and reason but is still no claim of the headline or the
+    matrix); any other claim is evidence, as it is."""
     why = claim.get("by_construction")
+    # the gate from the test's own reason, before a control's reason is prefixed; the guard is
+    # empty until audit.stats.guard withholds the verdict
+    row = dict(row, guard=row.get("guard") or "", gate=row.get("gate") or str(Gate.of(row.get("reason"))))
+    if not why:
+        return dict(row, role="evidence")
     reason = str(row.get("reason") or "")
-    if not why or row["verdict"] not in CONTROL or reason.startswith(("not run", "untestable")):
+    row = dict(row, role="control")
+    if row["verdict"] not in CONTROL or reason.startswith(("not run", "untestable")):
         return row
     return dict(row, verdict=CONTROL[row["verdict"]], reason=f"{PREFIX}{why}; the control: {row['verdict']}: {reason}")

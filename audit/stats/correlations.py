@@ -40,8 +40,8 @@ from audit.stats.resample import exact_permutation_p, n_orderings, permutation_p
 COLUMNS = [
     "name", "corpus", "x", "y", "level", "restriction", "post_hoc", "n", "n_heads",
     "n_families", "n_excluded", "n_outside_window", "controls", "pearson_r",
-    "pearson_ci_low", "pearson_ci_high", "pearson_p", "pearson_perm_p", "spearman_rho",
-    "spearman_ci_low", "spearman_ci_high", "spearman_p", "spearman_perm_p", "ci_level",
+    "pearson_ci_low", "pearson_ci_high", "pearson_p", "pearson_perm_p", "pearson_z_p", "spearman_rho",
+    "spearman_ci_low", "spearman_ci_high", "spearman_p", "spearman_perm_p", "spearman_z_p", "ci_level",
     "ci_method", "p_method", "perm_method", "permutation_resamples", "permutation_seed", "note",
 ]
 LEVELS = ("runs", "head_means", "partial_family")
@@ -67,6 +67,20 @@ def fisher_ci(r: float, n: int, level: float, n_controls: int = 0, spearman: boo
     z = math.atanh(min(max(r, -1 + 1e-15), 1 - 1e-15))
     crit = stats.norm.ppf(0.5 + level / 2)
     return math.tanh(z - crit * se), math.tanh(z + crit * se)
+
+
+def fisher_p(r: float, n: int, n_controls: int = 0, spearman: bool = False) -> float:
+    """Two-sided p of the Fisher z test of rho = 0: 2 P(Z > |atanh(r)| / se), se of ``fisher_ci``.
+
+    The test ``fisher_ci`` inverts: p < 1 - level exactly when that interval excludes 0, so a
+    correlation claim decided on the interval prints the p it follows from (issue 53: a claim had
+    been decided by the permutation p and shown with this interval). NaN where the interval is.
+    """
+    dof = n - 3 - n_controls
+    if dof < 1 or not np.isfinite(r):
+        return math.nan
+    z = math.atanh(min(max(r, -1 + 1e-15), 1 - 1e-15))
+    return float(2 * stats.norm.sf(abs(z) / math.sqrt((1.06 if spearman else 1.0) / dof)))
 
 
 def partial_p(r: float, n: int, n_controls: int) -> float:
@@ -111,7 +125,7 @@ def correlate(x: np.ndarray, y: np.ndarray, settings: Settings, strata: np.ndarr
     n, level = len(x), 1 - settings.alpha
     k = len(np.unique(strata)) - 1 if strata is not None else 0
     out = {f"{m}_{s}": math.nan for m in ("pearson", "spearman")
-           for s in ("ci_low", "ci_high", "p", "perm_p")}
+           for s in ("ci_low", "ci_high", "p", "perm_p", "z_p")}
     out.update(pearson_r=math.nan, spearman_rho=math.nan, note="")
     if n - 2 - k < 1:
         out["note"] = f"too few points: n={n} with {k} family controls"
@@ -137,6 +151,7 @@ def correlate(x: np.ndarray, y: np.ndarray, settings: Settings, strata: np.ndarr
         else:
             out[f"{method}_p"] = partial_p(r, n, k)
         out[f"{method}_ci_low"], out[f"{method}_ci_high"] = fisher_ci(r, n, level, k, method == "spearman")
+        out[f"{method}_z_p"] = fisher_p(r, n, k, method == "spearman")
         if exact and n_orderings(strata, n) <= settings.bootstrap_resamples:
             out[f"{method}_perm_p"] = out[f"{method}_p"]   # the same enumeration; no need to repeat it
         else:

@@ -29,11 +29,11 @@ as supported, contradicted or equivalent. Rows never computed (``not run: ...``)
 are. ``arm_status`` is the one table every other mark on the page (the verdict matrix, the forest
 plots, the sequential history) reads, so that they all say the same.
 
-``guard_table`` is the one entry point of the stats verb: every table it writes passes through it,
-and it chooses the guard by the table's shape (a claims table, a head-pair table with a verdict,
-a head-pair table without one, a correlations table), so a table added later is guarded by its
-shape or refused with an error, never written unguarded. The published record's tables are the
-papers' printed summaries, not runs: ``EXEMPT`` says why none of the four checks applies to them.
+Which guard reaches which table is said by the table's entry in ``audit.stats.tables`` (a claims
+table by ``guard_claims``, a head-pair table with a verdict by ``guard_comparisons``, the wins and
+correlations tables by a note); an entry must name its guard or an exemption saying why none
+applies (the published record's tables: the papers' printed summaries, not runs), or it cannot be
+made. ``audit.stats.tables.guard_table`` applies a table's registered guard by its name.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ import pandas as pd
 from audit.errors import AuditError
 from audit.schema import schema_defaults
 from audit.stats.claims import resolve
+from audit.stats.decision import Gate
 
 VERDICT = "not_informative"
 LABEL = "not informative"
@@ -56,14 +57,6 @@ UNSCORED_TOKENS = 1
 ALONE = "; the test alone: "   # what follows is the unguarded verdict (audit.report.checks reads it)
 STATUS_COLUMNS = ["corpus", "head", "n_planned", "n_failed", "n_no_ppl", "n", "median_test_ppl", "vocab_size",
                   "test_tokens", "unigram_ppl", "why"]
-# tables of the stats verb no runs stand behind, and why the guard's checks do not apply to them
-EXEMPT = {
-    "published_comparisons": "the papers' printed mean, SD and n per arm: there are no runs whose status, "
-                             "test perplexity or vocabulary the guard could check",
-    "published_claims": "judged on the published comparisons (the papers' printed numbers), not on runs",
-    "published_untestable": "lists the claims the printed numbers cannot test: no p-value, no verdict",
-}
-
 
 def _single(group: pd.DataFrame, column: str) -> float:
     """The one value ``column`` takes over the arm's ok runs; NaN when absent or not unique."""
@@ -161,10 +154,13 @@ def why_not(corpus: str, heads, arms: dict) -> str:
 
 
 def _guarded(row: dict, heads, arms: dict) -> dict:
+    """A row with a verdict, withheld when it is drawn from a flagged arm: ``verdict`` becomes
+    ``not_informative``, ``guard`` says why (the decision record's guard state, ''
+    otherwise) and the reason keeps what the test alone gave."""
     why = why_not(row["corpus"], heads, arms)
-    if not why or str(row.get("reason") or "").startswith("not run"):
-        return row
-    return dict(row, verdict=VERDICT, reason=f"{why}{ALONE}{row['verdict']}: {row['reason']}")
+    if not why or Gate.of(row.get("reason")) is Gate.NOT_RUN:
+        return dict(row, guard=row.get("guard") if isinstance(row.get("guard"), str) else "")
+    return dict(row, verdict=VERDICT, guard=why, reason=f"{why}{ALONE}{row['verdict']}: {row['reason']}")
 
 
 def guard_comparisons(table: pd.DataFrame, runs: pd.DataFrame, baselines: pd.DataFrame | None,
@@ -264,34 +260,3 @@ def guard_wins(table: pd.DataFrame, runs: pd.DataFrame, baselines: pd.DataFrame 
     if table.empty or not arms:
         return table
     return _noted(table, arms, lambda row: (row["head_i"], row["head_j"]))
-
-
-def guard_table(name: str, table: pd.DataFrame, runs: pd.DataFrame, baselines: pd.DataFrame | None,
-                config: dict, max_failed_share: float = MAX_FAILED_SHARE) -> pd.DataFrame:
-    """Any table of the stats verb, guarded by its shape (module docstring).
-
-    A claims table (``claim_id``) by ``guard_claims``; a head-pair table with a verdict
-    (``head_a``, ``head_b``, ``verdict``: comparisons, word-similarity differences) by
-    ``guard_comparisons``; the wins table (``head_i``, ``head_j``) and the correlations table
-    (``name``, ``note``) by a note. ``EXEMPT`` tables are returned as they are.
-
-    Raises:
-        AuditError: a table of no known shape that carries a verdict or a p-value: a new table must
-            say how the guard reaches it before the verb writes it.
-    """
-    if name in EXEMPT:
-        return table
-    columns = set(table.columns)
-    if "claim_id" in columns:
-        return guard_claims(table, runs, baselines, config, max_failed_share)
-    if {"corpus", "head_a", "head_b", "verdict", "reason"} <= columns:
-        return guard_comparisons(table, runs, baselines, max_failed_share)
-    if {"corpus", "head_i", "head_j", "note"} <= columns:
-        return guard_wins(table, runs, baselines, max_failed_share)
-    if {"corpus", "name", "note"} <= columns:
-        return guard_correlations(table, runs, baselines, config, max_failed_share)
-    judged = sorted(c for c in columns if c == "verdict" or c == "p" or c.endswith(("_p", "p_adj")))
-    if judged:
-        raise AuditError(f"stats: table {name!r} carries {', '.join(judged)} but has no shape the guard "
-                         f"knows (audit.stats.guard.guard_table): add its guard before writing it")
-    return table

@@ -28,7 +28,8 @@ PAIR_COLUMNS = ("corpus", "head", "seed", "benchmark", "word1", "word2", "gold",
 # text columns of a runs table; every other column must be numeric (the notes say why a
 # measurement of the evaluate verb is absent: audit/evaluate/debate.py, run.py)
 TEXT_COLUMNS = ("study", "corpus", "head", "seed", "status", "error", "design", "arm_group", "body", "argmax_note",
-                "gradient_share_note", "hidden_gap_note", "f_logits_note", "output_spectrum_note")
+                "gradient_share_note", "hidden_gap_note", "f_logits_note", "output_spectrum_note",
+                "revision", "suite")   # a pretrained checkpoint's revision and suite (audit/pretrained)
 
 
 _STATS = schema_defaults("stats")   # configs/schema.yaml $defs/stats: the one place for these defaults

@@ -55,7 +55,7 @@ from audit.stats.io import Settings
 from audit.stats.resample import chunk_sizes
 
 METRIC = "test_ppl"   # the one runs-table metric the per-sentence sums reproduce
-COLUMNS = ["mb_diff", "mb_ci_low", "mb_ci_high", "mb_p", "mb_p_adj", "mb_var_seed_share",
+COLUMNS = ["mb_diff", "mb_ci_low", "mb_ci_high", "mb_ci_level", "mb_p", "mb_p_adj", "mb_var_seed_share",
            "mb_var_sentence_share", "mb_resamples", "mb_sentences", "mb_note", "mb_se", "mb_df"]
 
 
@@ -222,7 +222,9 @@ def multibootstrap(nll_a: np.ndarray, nll_b: np.ndarray, tokens: np.ndarray,
     if not np.isfinite(t["p"]):
         note += ("; undefined: an arm has fewer than 2 runs" if not np.isfinite(t["v_seed"]) else
                  "; undefined: no variance (every run and every sentence resample gives the same T)")
-    return dict(mb_diff=t["diff"], mb_ci_low=t["ci_low"], mb_ci_high=t["ci_high"], mb_p=t["p"],
+    # the interval at 1 - alpha until Holm sets its step's level (audit.stats.families)
+    return dict(mb_diff=t["diff"], mb_ci_low=t["ci_low"], mb_ci_high=t["ci_high"], mb_ci_level=1 - settings.alpha,
+                mb_p=t["p"],
                 mb_p_adj=math.nan, mb_se=t["se"], mb_df=t["df"],
                 mb_var_seed_share=t["v_seed"] / total if share else math.nan,
                 mb_var_sentence_share=t["v_sentence"] / total if share else math.nan,

@@ -103,3 +103,32 @@ def one_sample(x: np.ndarray, bound: float, expect: str, test: str = "t", thresh
                    ci_low=float(ci.low), ci_high=float(ci.high))
     out["estimate"] = out["stat"] - bound
     return out
+
+
+def bounds(x: np.ndarray, test: str = "t", threshold: float = 0.0, alpha_low: float = 0.05,
+           alpha_high: float = 0.05) -> tuple[float, float]:
+    """One-sided confidence bounds of the arm's mean (``t``) or rate (``binomial``), each at its own
+    level: the lower bound at 1 - ``alpha_low``, the upper at 1 - ``alpha_high``.
+
+    Each bound inverts the one-sided test of ``one_sample`` at its level: "below the bound" at
+    level a holds exactly when the upper bound at 1 - a lies below it (t: mean + t_{n-1}(1 - a)
+    SE; binomial: the exact Clopper-Pearson bound, the a-quantile of Beta), "above" exactly when
+    the lower bound lies above it. With a Holm step's level per side (``audit.stats.multiplicity
+    .step_alphas``), the interval [low, high] is the one a Holm decision on each side follows from
+    (two-sided coverage 1 - alpha_low - alpha_high).
+
+    Returns:
+        (low, high); NaN where the test is undefined (``undefined_reason``) or a level is NaN.
+    """
+    x = np.asarray(x, float)
+    n = len(x)
+    if undefined_reason(x, test) or not (np.isfinite(alpha_low) and np.isfinite(alpha_high)):
+        return math.nan, math.nan
+    if test == "binomial":
+        k = int(np.sum(x > threshold))
+        low = 0.0 if k == 0 else float(stats.beta.ppf(alpha_low, k, n - k + 1))
+        high = 1.0 if k == n else float(stats.beta.ppf(1 - alpha_high, k + 1, n - k))
+        return low, high
+    mean, se = float(np.mean(x)), float(np.std(x, ddof=1)) / math.sqrt(n)
+    return (mean - float(stats.t.ppf(1 - alpha_low, n - 1)) * se,
+            mean + float(stats.t.ppf(1 - alpha_high, n - 1)) * se)

@@ -25,7 +25,8 @@ from audit.stats import one_sample
 from audit.stats.comparisons import verdict as comparison_verdict
 from audit.stats.gates import drop_kind
 from audit.stats.io import Settings, absent_later, arm
-from audit.stats.multiplicity import METHOD, adjust
+from audit.stats.families import adjust_family, as_columns
+from audit.stats.multiplicity import METHOD
 
 SCALE_VERDICT = "not_informative_at_scale"   # the verdict would follow from geometry alone
 
@@ -37,7 +38,7 @@ def one_sample_evidence(claim: dict, corpus: str, runs: pd.DataFrame, settings: 
     ``scale_floor``, ``floor`` (the largest over the runs) for ``judge_one_sample``."""
     spec = claim["one_sample"]
     head, metric, test = str(spec["head"]), spec["metric"], spec.get("test", "t")
-    ev = dict(head=head, metric=metric, test=test, bound=float(spec["bound"]),
+    ev = dict(head=head, metric=metric, test=test, bound=float(spec["bound"]), expect=claim["expect"],
               threshold=float(spec.get("threshold", 0.0)), n=0, n_failed=0, n_missing=0, reason="")
     extra = spec.get("unresolved")
     absent = next((c for c in (metric, extra) if c and c not in runs.columns), None)
@@ -48,10 +49,11 @@ def one_sample_evidence(claim: dict, corpus: str, runs: pd.DataFrame, settings: 
     if extra:
         sample = arm(_with_unresolved(runs, metric, extra), corpus, head, metric)
     ev.update(one_sample.one_sample(sample.values, ev["bound"], claim["expect"], test, ev["threshold"], settings.alpha),
-              n_failed=sample.n_failed, n_missing=sample.n_missing)
+              n_failed=sample.n_failed, n_missing=sample.n_missing, samples=[sample.values])
     if extra and len(sample.values):
-        ev = _either_way(ev, arm(_with_unresolved(runs, metric, extra, counted=True), corpus, head, metric),
-                         claim["expect"], settings)
+        counted = arm(_with_unresolved(runs, metric, extra, counted=True), corpus, head, metric)
+        ev = _either_way(ev, counted, claim["expect"], settings)
+        ev["samples"] = [sample.values, counted.values]
     n, need = len(sample.values), settings.min_seeds
     if not sample.present:
         ev["reason"] = f"not run: no runs of {head} in corpus {corpus!r}"
@@ -109,19 +111,37 @@ def scale_floor(runs: pd.DataFrame, corpus: str, head: str) -> float:
 
 def holm_with_one_sample(comparison_rows: list[dict], singles: list[dict], settings: Settings,
                          tests: list[str] | None = None) -> None:
-    """Holm over the family ``claims``: each claim-only comparison's p by the test its claim
-    names (``tests``, default all ``welch``: the Welch p where tested, the multi-bootstrap ``mb_p``
-    where defined) and the one-sample claims' p toward the claim; a second pass with the
-    one-sample p toward the negation (``p_opposite_adj``) over the same m. Updates both lists in
-    place: ``p_adj`` of a Welch row (its verdict again from it), ``mb_p_adj`` of a multi-bootstrap
-    row."""
+    """Holm over the family ``claims`` (``audit.stats.families.adjust_family``): each claim-only
+    comparison by the test its claim names (``tests``, default all ``welch``: the Welch p where
+    tested, the multi-bootstrap ``mb_p`` where defined) and the one-sample claims' p toward the
+    claim; the second pass over the same m with each comparison's TOST p (where a margin was
+    declared) and each one-sample p toward the negation (``p_opposite_adj``). Every interval at
+    the level of its own Holm step, so that each verdict follows from the interval printed beside
+    it. Updates both lists in place: a Welch row's ``p_adj``, ``tost_p_adj``, intervals and
+    verdict; a multi-bootstrap row's ``mb_p_adj`` and interval; a one-sample claim's ``p_adj``,
+    ``p_opposite_adj`` and its interval's ends (``ci_low``/``ci_high`` at ``ci_level``)."""
     tests = tests or ["welch"] * len(comparison_rows)
-    boot = [t == "multibootstrap" for t in tests]
-    welch = [r["mb_p"] if b else (r["welch_p"] if np.isfinite(r["p_adj"]) else math.nan)
-             for r, b in zip(comparison_rows, boot)]
-    tested = [not s["reason"] for s in singles]
-    p_adj, size, dropped = adjust(welch + [s["p"] if ok else math.nan for s, ok in zip(singles, tested)])
-    p_opp = adjust(welch + [s["p_opposite"] if ok else math.nan for s, ok in zip(singles, tested)])[0]
+    boot = np.array([t == "multibootstrap" for t in tests], bool)
+    frame = as_columns(pd.DataFrame(comparison_rows) if comparison_rows else pd.DataFrame(columns=["welch_p"]))
+    tested = np.isfinite(frame["p_adj"].astype(float))
+    has_test = [not s["reason"] for s in singles]
+    extra = ([s["p"] if ok else math.nan for s, ok in zip(singles, has_test)],
+             [s["p_opposite"] if ok else math.nan for s, ok in zip(singles, has_test)])
+    out = adjust_family(frame, np.arange(len(comparison_rows)), settings.alpha, tested & ~boot, boot & tested, extra)
+    note = _family_note(comparison_rows, singles, boot, out["m"])
+    for i, row in enumerate(comparison_rows):
+        row.update({k: frame[k][i] for k in frame}, family_note=note)
+        if not boot[i] and tested[i]:
+            row["verdict"], row["reason"] = comparison_verdict(row, settings)
+    for j, single in enumerate(singles):
+        single.update(p_adj=float(out["p_adj"][j]), p_opposite_adj=float(out["alternative_adj"][j]),
+                      family_size=out["m"], family_note=note)
+        if has_test[j]:
+            single.update(_step_interval(single, out["first"][j], out["second"][j], settings.alpha, out["m"]))
+
+
+def _family_note(comparison_rows: list[dict], singles: list[dict], boot, m: int) -> str:
+    """'m = 3 defined tests (Welch and one-sample) of 4 rows; dropped: 1 too few seeds'."""
     reasons = [r["reason"] for r in comparison_rows] + [s["reason"] for s in singles]
     kinds = [drop_kind(r) for r in reasons]
     counts = {k: kinds.count(k) for k in dict.fromkeys(kinds) if k}
@@ -129,17 +149,21 @@ def holm_with_one_sample(comparison_rows: list[dict], singles: list[dict], setti
                                   ("one-sample", bool(singles))) if present]
     what = (f"defined tests ({', '.join(names[:-1])} and {names[-1]})" if len(names) > 1
             else f"defined {names[0]} tests")
-    note = (f"m = {size} {what} of {len(kinds)} rows"
+    return (f"m = {m} {what} of {len(kinds)} rows"
             + (f"; dropped: {', '.join(f'{n} {k}' for k, n in counts.items())}" if counts else ""))
-    for i, r in enumerate(comparison_rows):
-        if boot[i]:
-            r["mb_p_adj"] = float(p_adj[i])
-        elif np.isfinite(r["p_adj"]):
-            r["p_adj"] = float(p_adj[i])
-            r["verdict"], r["reason"] = comparison_verdict(r, settings)
-        r.update(family_size=size, family_dropped=dropped, family_note=note)
-    for j, s in enumerate(singles, start=len(comparison_rows)):
-        s.update(p_adj=float(p_adj[j]), p_opposite_adj=float(p_opp[j]), family_size=size, family_note=note)
+
+
+def _step_interval(ev: dict, toward: float, away: float, alpha: float, m: int) -> dict:
+    """The one-sample interval whose ends are the one-sided bounds at each side's Holm step level:
+    the bound on the claim's side at 1 - ``toward`` (first pass), the other at 1 - ``away``
+    (second pass); with undecided tokens, the union over both accountings."""
+    below = ev["expect"] == "below"
+    a_low, a_high = (away, toward) if below else (toward, away)
+    ends = [one_sample.bounds(x, ev["test"], ev["threshold"], a_low, a_high) for x in ev["samples"]]
+    low, high = min(e[0] for e in ends), max(e[1] for e in ends)
+    how = (f"one-sided bounds at their holm steps: toward the claim 1 - {toward:.4g}, toward the negation "
+           f"1 - {away:.4g} (family of m = {m})")
+    return dict(ci_low=low, ci_high=high, ci_level=1 - toward - away, ci_how=how)
 
 
 def judge_one_sample(expect: str, ev: dict, settings: Settings) -> tuple[str, str]:
@@ -165,9 +189,13 @@ def judge_one_sample(expect: str, ev: dict, settings: Settings) -> tuple[str, st
     both = " (both accountings)" if "k_counted" in ev else ""
     if "floor" in ev:
         what += f"; random-direction floor sqrt((d+1)/V) = {floor:.3g} < the bound"
-    if ev["p_adj"] < alpha:
+    # decided on the interval whose ends are each side's one-sided bound at its Holm step: the
+    # claim's side lies beyond the bound exactly when its p_adj < alpha (audit.stats.decision)
+    low, high = ev["ci_low"] - ev["bound"], ev["ci_high"] - ev["bound"]
+    toward, away = (high < 0, low > 0) if expect == "below" else (low > 0, high < 0)
+    if toward:
         return "supported", f"{what} {side} {ev['bound']:g}{both}: one-sided p_adj={ev['p_adj']:.3g} < {alpha:g}"
-    if ev["p_opposite_adj"] < alpha:
+    if away:
         return "contradicted", (f"{what} {other} {ev['bound']:g}{both}: one-sided p_adj toward the negation = "
                                 f"{ev['p_opposite_adj']:.3g} < {alpha:g}")
     return "inconclusive", (f"{what}: neither side of {ev['bound']:g} shown (p_adj={ev['p_adj']:.3g}, "
@@ -176,7 +204,8 @@ def judge_one_sample(expect: str, ev: dict, settings: Settings) -> tuple[str, st
 
 def one_sample_claim_row(row: dict, claim: dict, ev: dict, settings: Settings) -> dict:
     """The claims-table row of a one-sample claim; ``estimate`` is the arm's mean (or rate) minus
-    the bound, its interval the one at ``ci_level`` = 1 - 2 alpha shifted by the bound."""
+    the bound, its interval (shifted by the bound) the one its verdict follows from: each end the
+    one-sided bound at its side's Holm step (``ci_how``), two-sided coverage ``ci_level``."""
     verdict, reason = judge_one_sample(claim["expect"], ev, settings)
     test, bound = ev["test"], ev["bound"]
     binomial = test == "binomial"
@@ -191,8 +220,10 @@ def one_sample_claim_row(row: dict, claim: dict, ev: dict, settings: Settings) -
             ": the union of both accountings' intervals, undecided tokens counted argmaxable and not; the "
             "estimate counts them argmaxable)" if ev.get("either_way") else ")"),
         estimate=ev["estimate"], ci_low=ev["ci_low"] - bound, ci_high=ev["ci_high"] - bound, ci_level=ev["ci_level"],
+        ci_how=ev.get("ci_how") or f"1 - 2 alpha = {ev['ci_level']:.4g} (no test: no adjustment)",
+        rule="excludes", null=0.0, margin=math.nan, family="claims", family_m=size,
         p_name=(f"{'exact binomial' if binomial else 'one-sample t'} p, one-sided (H1: {claim['expect']} "
-                f"{bound:g}), {METHOD} within claims (m={size})"),
+                f"{bound:g}), {METHOD} within claims ({ev.get('family_note') or f'm={size}'})"),
         p=ev["p"], p_adj=ev.get("p_adj", math.nan), tost_p_adj=math.nan,
         p_opposite_adj=ev.get("p_opposite_adj", math.nan), power=math.nan, seeds_needed=math.nan,
         bootstrap_seed=math.nan, bootstrap_resamples=math.nan)

@@ -79,6 +79,6 @@ def evidence_claims_table(config: dict, settings: Settings, baselines: pd.DataFr
         corr = correlations.correlations_table(runs, config, settings, label)
         table = claims.claims_table(runs, config, settings, comp, corr, source)
         own = evidence_baselines(entry["runs"], baselines)
-        table = guard.guard_table("evidence_claims", table, runs, own, config, settings.max_failed_share)
+        table = guard.guard_claims(table, runs, own, config, settings.max_failed_share)
         tables.append(table.assign(evidence_source=entry["name"], evidence_design=design_of(runs))[COLUMNS])
     return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=COLUMNS)

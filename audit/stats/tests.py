@@ -211,18 +211,33 @@ def welch_from_summaries(mean_a, var_a, n_a, mean_b, var_b, n_b, margin=np.nan) 
     return dict(diff=diff, se=se, df=df, p=p, p_tost=p_tost)
 
 
-def tost_interval(mean_a, sd_a, n_a, mean_b, sd_b, n_b, alpha: float):
-    """The 1 - 2 alpha Welch interval of E[a] - E[b], element-wise: the interval TOST at ``alpha``
-    corresponds to (its p is below alpha exactly when this interval lies inside (-margin, margin),
-    with the Welch-Satterthwaite df of ``welch_from_summaries``).
+def welch_interval(mean_a, sd_a, n_a, mean_b, sd_b, n_b, level):
+    """The two-sided Welch interval of E[a] - E[b] at ``level``, element-wise (any broadcast shape,
+    ``level`` too): diff +- t_{df}(1 - (1 - level) / 2) se with the Welch-Satterthwaite df of
+    ``welch_from_summaries``. At ``level`` = 1 - a it excludes 0 exactly when Welch's two-sided p
+    is below a (SciPy's ``ttest_ind(...).confidence_interval`` is the same interval); at 1 - 2 a
+    it lies inside (-margin, margin) exactly when TOST's p is below a.
 
     Returns:
-        (low, high), NaN where Welch is undefined (an n below 2, both SDs zero or missing).
+        (low, high), NaN where Welch is undefined (an n below 2, both SDs zero or missing) or the
+        level is.
     """
     n_a, n_b = np.asarray(n_a, float), np.asarray(n_b, float)
     with np.errstate(invalid="ignore", divide="ignore"):
         se, df = welch_se_df(np.asarray(sd_a, float) ** 2, n_a, np.asarray(sd_b, float) ** 2, n_b)
         se = np.where((n_a >= 2) & (n_b >= 2) & (se > 0), se, np.nan)
-        half = stats.t.ppf(1 - alpha, df) * se
+        half = stats.t.ppf(1 - (1 - np.asarray(level, float)) / 2, df) * se
         diff = np.asarray(mean_a, float) - np.asarray(mean_b, float)
     return diff - half, diff + half
+
+
+def tost_interval(mean_a, sd_a, n_a, mean_b, sd_b, n_b, alpha):
+    """The 1 - 2 alpha Welch interval of E[a] - E[b], element-wise: the interval TOST at ``alpha``
+    corresponds to (its p is below alpha exactly when this interval lies inside (-margin, margin),
+    with the Welch-Satterthwaite df of ``welch_from_summaries``). ``alpha`` may be per element
+    (a Holm step's level).
+
+    Returns:
+        (low, high), NaN where Welch is undefined (an n below 2, both SDs zero or missing).
+    """
+    return welch_interval(mean_a, sd_a, n_a, mean_b, sd_b, n_b, 1 - 2 * np.asarray(alpha, float))

@@ -39,7 +39,7 @@ from audit.errors import AuditError
 from audit.stats import claims as claims_mod
 from audit.stats import comparisons as comparisons_mod
 from audit.stats import correlations as correlations_mod
-from audit.stats import guard as guard_mod
+from audit.stats import tables as tables_mod
 from audit.stats.io import Settings
 
 # a runs-table metric -> the per-epoch log field it is traced on. Only fields that mean the same
@@ -178,8 +178,8 @@ def tables_at(runs: pd.DataFrame, config: dict, settings: Settings, baselines, s
     corr = correlations_mod.correlations_table(runs, config, settings, source)
     claims = claims_mod.claims_table(runs, config, settings, comp, corr, source)
     share = settings.max_failed_share
-    return (guard_mod.guard_table("comparisons", comp, runs, baselines, config, share),
-            guard_mod.guard_table("claims", claims, runs, baselines, config, share))
+    return (tables_mod.guard_table("comparisons", comp, runs, baselines, config, share),
+            tables_mod.guard_table("claims", claims, runs, baselines, config, share))
 
 
 def judged(table: pd.DataFrame) -> pd.Series:

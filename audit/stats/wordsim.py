@@ -22,7 +22,8 @@ import pandas as pd
 from scipy import stats
 
 from audit.stats.io import Settings
-from audit.stats.multiplicity import METHOD, adjust
+from audit.stats.decision import Rule, decides, record
+from audit.stats.multiplicity import METHOD, adjust, step_alphas, step_text
 from audit.stats.resample import chunk_sizes, percentile_ci
 
 PREFIX = "wordsim_"
@@ -31,9 +32,9 @@ WINS_COLUMNS = ["corpus", "head_i", "head_j", "wins", "losses", "ties", "n_bench
 DIFF_COLUMNS = [
     "family", "family_size", "family_dropped", "adj_method", "corpus", "benchmark", "head_a",
     "head_b", "n_seeds_a", "n_seeds_b", "n_failed_a", "n_failed_b", "n_pairs", "n_pairs_dropped",
-    "rho_a", "rho_b", "diff", "diff_ci_low", "diff_ci_high", "ci_level", "test", "sidedness",
-    "boot_p", "p_adj", "ci_method", "bootstrap_seed", "bootstrap_resamples", "alpha",
-    "min_seeds", "verdict", "reason",
+    "rho_a", "rho_b", "diff", "boot_se", "diff_ci_low", "diff_ci_high", "ci_level", "ci_how", "pct_ci_low",
+    "pct_ci_high", "pct_ci_level", "test", "sidedness", "boot_p", "p_adj", "ci_method", "bootstrap_seed",
+    "bootstrap_resamples", "alpha", "min_seeds", "verdict", "reason", "guard",
 ]
 
 
@@ -207,9 +208,10 @@ def diffs_table(pairs: pd.DataFrame, settings: Settings, runs: pd.DataFrame | No
                 head_a=ha, head_b=hb, n_seeds_a=cos[ha].shape[0], n_seeds_b=cos[hb].shape[0],
                 n_failed_a=int(failed.get((corpus, ha), 0)), n_failed_b=int(failed.get((corpus, hb), 0)),
                 n_pairs=P, n_pairs_dropped=dropped, rho_a=point[ha], rho_b=point[hb],
-                diff=point[ha] - point[hb], diff_ci_low=low, diff_ci_high=high, ci_level=level,
+                diff=point[ha] - point[hb], boot_se=se, pct_ci_low=low, pct_ci_high=high, pct_ci_level=level,
                 test="paired bootstrap over word pairs (shared) and seeds (per head); z = diff / bootstrap SE",
-                sidedness="two-sided", boot_p=p, ci_method="percentile bootstrap",
+                sidedness="two-sided", boot_p=p,
+                ci_method="normal: diff +- z SE (the interval the z test inverts); pct_ci: percentile bootstrap, descriptive",
                 bootstrap_seed=settings.bootstrap_seed, bootstrap_resamples=R,
                 alpha=settings.alpha, min_seeds=settings.min_seeds, undefined=undefined))
     if not rows:
@@ -217,11 +219,25 @@ def diffs_table(pairs: pd.DataFrame, settings: Settings, runs: pd.DataFrame | No
     df = pd.DataFrame(rows)
     eligible = (df[["n_seeds_a", "n_seeds_b"]].min(axis=1) >= settings.min_seeds) & (df["n_pairs"] >= 3)
     df["p_adj"], df["family_size"], df["family_dropped"] = np.nan, 0, 0
+    df["ci_level"], df["ci_how"] = 1 - settings.alpha, f"1 - alpha = {1 - settings.alpha:.4g} (no test: no adjustment)"
     for _, idx in df.groupby("family").groups.items():
-        adj, size, dropped = adjust(df.loc[idx, "boot_p"].where(eligible.loc[idx]))
+        p = df.loc[idx, "boot_p"].where(eligible.loc[idx])
+        adj, size, dropped = adjust(p)
         df.loc[idx, "p_adj"], df.loc[idx, "family_size"], df.loc[idx, "family_dropped"] = adj, size, dropped
+        steps = step_alphas(p, settings.alpha)
+        tested = np.isfinite(steps)
+        df.loc[idx[tested], "ci_level"] = 1 - steps[tested]
+        df.loc[idx[tested], "ci_how"] = [step_text(a, settings.alpha, size) for a in steps[tested]]
+    # the interval the z test inverts, at each test's Holm step level: it excludes 0 exactly when
+    # p_adj < alpha (issue 53: the verdict had been printed beside the percentile interval)
+    half = stats.norm.ppf(1 - (1 - df["ci_level"].astype(float)) / 2) * df["boot_se"].astype(float)
+    df["diff_ci_low"], df["diff_ci_high"] = df["diff"] - half, df["diff"] + half
     df["adj_method"] = METHOD
+    df["guard"] = ""   # audit.stats.guard fills it for a row drawn from an arm it flags
     df["verdict"], df["reason"] = zip(*[_verdict(r, settings) for r in df.to_dict("records")])
+    for row in df.to_dict("records"):   # each row's record: raises if its verdict and interval disagree
+        record(row, "diff_ci_low", "diff_ci_high", "ci_level", Rule.EXCLUDES, math.nan,
+               "inconclusive" if row["verdict"] == "inconclusive" else "a_better")
     return df[DIFF_COLUMNS]
 
 
@@ -233,7 +249,9 @@ def _verdict(row: dict, settings: Settings) -> tuple[str, str]:
                                 f" < min_seeds={settings.min_seeds}")
     if row["undefined"]:
         return "inconclusive", row["undefined"]
-    if row["p_adj"] < settings.alpha:
-        return ("a_better" if row["diff"] > 0 else "b_better"), f"bootstrap p_adj={row['p_adj']:.3g} < {settings.alpha:g}"
+    if decides(Rule.EXCLUDES, row["diff_ci_low"], row["diff_ci_high"]):   # p_adj < alpha, on the interval
+        return ("a_better" if row["diff"] > 0 else "b_better"), (f"bootstrap p_adj={row['p_adj']:.3g} < "
+                                                                 f"{settings.alpha:g} (its {row['ci_level']:.4g} "
+                                                                 f"interval excludes 0)")
     return "inconclusive", (f"not significant (bootstrap p_adj={row['p_adj']:.3g}); no equivalence "
                             "margin for rho, so this is not evidence of equal similarity")

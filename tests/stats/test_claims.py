@@ -184,7 +184,7 @@ def test_a_multibootstrap_claim_on_summary_rows_is_inconclusive_not_a_crash():
     row = {"diff": -1.0, "p_adj": 0.01, "verdict": "significant", "reason": "welch p_adj=0.01 < 0.05"}
     out = multiboot_evidence(row, Settings())
     assert out["verdict"] == "inconclusive" and math.isnan(out["p_adj"])
-    assert out["reason"].startswith("multibootstrap not computed")
+    assert out["reason"].startswith("not run: the multibootstrap needs per-sentence")
 
 
 # -- one-sample claims (audit.stats.one_sample) -------------------------------------------------

@@ -214,7 +214,7 @@ KEYS = ["family", "corpus", "metric", "head_a", "head_b"]
 R_COLUMNS = ["n_a", "n_b", "n_failed_a", "n_failed_b", "n_missing_a", "n_missing_b", "welch_t", "welch_df",
              "welch_p", "diff_ci_low", "diff_ci_high", "student_p", "rank_test_p", "tost_p", "hedges_g",
              "prob_superiority", "power", "seeds_needed", "p_adj", "tost_p_adj", "family_size",
-             "family_dropped"]
+             "family_dropped", "ci_level", "tost_ci_low", "tost_ci_high", "tost_ci_level"]
 DESCRIPTIVE = ["mean_a", "mean_b", "sd_a", "sd_b", "diff"]        # R leaves them empty for n < 2
 REASON = {"welch": "welch p_adj", "tost": "tost p_adj", "undefined": "undefined: both arms constant",
           "not run": "not run", "runs failed": "runs failed", "too few seeds": "too few seeds",

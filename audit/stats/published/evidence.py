@@ -35,8 +35,8 @@ from audit.config import check_section
 from audit.errors import AuditError
 from audit.stats import claims as claims_mod
 from audit.stats.comparisons import COLUMNS as COMPARISON_COLUMNS, default_lower_is_better, expand_family, finalize
-from audit.stats.correlations import fisher_ci, partial_p
-from audit.stats.intervals import claim_interval
+from audit.stats.correlations import fisher_ci, fisher_p
+from audit.stats.decision import stamped
 from audit.stats.io import Settings
 from audit.stats.published import unstated
 from audit.stats.published.reproduce import reproduce
@@ -220,47 +220,43 @@ def claims_table(pub: pd.DataFrame, config: dict, comparisons: pd.DataFrame, set
                 if ev is None:
                     continue
                 ev = claims_mod.flip_row(ev) if flipped else ev
-                out = claims_mod.comparison_claim_row(dict(row, kind="comparison"), claim_c, ev,
+                span = _over_unstated_n(comparisons, ev, flipped, settings, config, checks)
+                # over an unstated n: the row standing for every admissible n (hulls, largest p);
+                # the verdict and the interval beside it come from the one judge on that row
+                judged_on = span.pop("row", ev)
+                out = claims_mod.comparison_claim_row(dict(row, kind="comparison"), claim_c, judged_on,
                                                       "published_comparisons.csv", settings)
-                out.update(_over_unstated_n(comparisons, ev, claim_c, flipped, settings, config, checks))
-                # the interval of the verdict that stands (over an unstated n's set it can differ
-                # from the assumed n's): TOST's only where that verdict rests on equivalence
-                shown = claim_interval(claim_c["expect"], out["verdict"], ev, settings.alpha)
-                name = shown.pop("estimate_name", "diff = mean_a - mean_b (welch CI)")
-                out.update(shown, estimate_name=f"{name[:-1]}; from published mean/SD/n)")
+                out.update(span)
+                out["estimate_name"] = f"{out['estimate_name'][:-1]}; from published mean/SD/n)"
                 same = ev["n_basis_a"] == ev["n_basis_b"]
                 out.update(evidence_set=ev["set"],
                            n_basis=ev["n_basis_a"] if same else f"A: {ev['n_basis_a']}; B: {ev['n_basis_b']}",
                            published_p=ev["published_p"], published_p_test=ev["published_p_test"],
                            p_reproduced=ev["p_reproduced"])
-                rows.append(out)
+                rows.append(stamped(claims_mod.as_control(out, claim)))
             elif "correlation" in claim:
                 out = _correlation_claim(pub, row, claim, corpus, settings)
                 if out is not None:
-                    rows.append(out)
+                    rows.append(stamped(claims_mod.as_control(out, claim)))
     return pd.DataFrame(rows, columns=CLAIMS_COLUMNS)
 
 
-def _over_unstated_n(comparisons, ev, claim, flipped, settings, config, checks=None) -> dict:
-    """Where the evidence row's Holm family holds an unstated n (its own or another row's): the
-    claim judged at every combination of the family's admissible n
-    (``audit.stats.published.unstated``), with the range of p and CI; else nothing to add."""
+def _over_unstated_n(comparisons, ev, flipped, settings, config, checks=None) -> dict:
+    """Where the evidence row's Holm family holds an unstated n (its own or another row's): the row
+    standing for every combination of the family's admissible n (``row``:
+    ``audit.stats.published.unstated.over_row``, re-oriented as the claim reads it) and the
+    range of p and CI over them; else nothing."""
     keys = ("family", "corpus", "metric", "head_a", "head_b")
     src = claims_mod.flip_row(ev) if flipped else ev   # the row as it stands in the table
     hit = comparisons.index[np.logical_and.reduce([comparisons[k] == src[k] for k in keys])]
     found = unstated.sensitivity(comparisons, hit[0], config["published"]["unstated_n"], settings, checks=checks)
     if found is None:
         return {}
-    pairs, rows, why, others = found
-    rows = [claims_mod.flip_row(r) if flipped else r for r in rows]
-    judged = [claims_mod.judge_comparison(claim["expect"], r, settings) for r in rows]
-    verdict, reason = unstated.over_set(pairs, judged, rows, why, others)
+    pairs, rows, why, _ = found
+    table_row = comparisons.loc[hit[0]].to_dict()   # already judged over the set (unstated.apply)
     span = unstated.ranges(rows)
-    own = unstated.unstated(ev["n_basis_a"]) or unstated.unstated(ev["n_basis_b"])
-    where = (f"estimate, CI and p of this row are at the assumed n = {ev['n_a']:g} / {ev['n_b']:g}" if own else
-             "p_adj of this row is at the assumed n of its family's unstated rows")
-    return dict(verdict=verdict, reason=f"{reason}; {where}", n_unstated=why, n_combinations=len(rows),
-                p_min=span["n_set_welch_p_min"], p_max=span["n_set_welch_p_max"],
+    return dict(row=claims_mod.flip_row(table_row) if flipped else table_row, n_unstated=why,
+                n_combinations=len(rows), p_min=span["n_set_welch_p_min"], p_max=span["n_set_welch_p_max"],
                 tost_p_min=span["n_set_tost_p_min"], tost_p_max=span["n_set_tost_p_max"],
                 ci_low_min=span["n_set_diff_ci_low"], ci_high_max=span["n_set_diff_ci_high"])
 
@@ -275,10 +271,10 @@ def _correlation_claim(pub, row, claim, corpus, settings) -> dict | None:
     r, n = float(ev["mean"]), int(ev["n"])
     level = 1 - settings.alpha
     low, high = fisher_ci(r, n, level)
-    p = partial_p(r, n, 0)
+    p = fisher_p(r, n)   # the test the interval inverts: the verdict is decided on the interval
     verdict, reason = claims_mod.judge_correlation(claim["expect"], r, p, n, settings, ci=(low, high),
                                                    weak_below=claim.get("weak_below"),
-                                                   p_name="t-test p from (r, n)")
+                                                   p_name="fisher z p from (r, n)")
     others = hits[hits["n"].isna()]
     if len(others):
         reason += "; " + "; ".join(f"{o['row']}: r = {o['mean']:g} ({o['n_basis']}; no interval)" for _, o in others.iterrows())
@@ -286,8 +282,12 @@ def _correlation_claim(pub, row, claim, corpus, settings) -> dict | None:
     return dict(row, kind="correlation", verdict=verdict, reason=reason, evidence_table="published.csv",
                 evidence=f"published r; set={ev['set']}; {ev['source']}.{sign}", n_a=n,
                 estimate_name=f"{spec.get('method', 'pearson')} r (published)", estimate=r, ci_low=low,
-                ci_high=high, ci_level=level,
-                p_name="t-test p from (r, n), uncorrected; a permutation p needs per-run values", p=p,
+                ci_high=high, ci_level=level, ci_how=f"1 - alpha = {level:.4g} (fisher-z; a single test, no adjustment)",
+                rule="weak" if claim["expect"] == "weak" else "excludes",
+                null=float(claim.get("weak_below") or 0.0) if claim["expect"] == "weak" else 0.0, margin=math.nan,
+                family="", family_m=1,
+                p_name=("fisher z p from (r, n) (H0: rho = 0; the test the interval inverts), two-sided, uncorrected; "
+                        "a permutation p needs per-run values"), p=p,
                 evidence_set=ev["set"], n_basis=ev["n_basis"], published_p="", published_p_test="", p_reproduced="")
 
 

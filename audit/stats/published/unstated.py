@@ -36,7 +36,8 @@ import pandas as pd
 
 from audit.errors import AuditError
 from audit.stats.comparisons import finalize
-from audit.stats.gates import drop_kind
+from audit.stats.families import records
+from audit.stats.gates import DROP_KINDS as DROP, drop_kind
 from audit.stats.published.reproduce import round_sig, sig_digits
 from audit.stats.published.summaries import compare_summary, student_p_from_stats
 
@@ -48,6 +49,9 @@ COLUMNS = ["n_unstated", "n_set_combinations", "n_set_welch_p_min", "n_set_welch
 # sample of this many (one re-run of a family takes ~20 ms: 1,000 take ~20 s)
 MAX_COMBINATIONS = 1000
 SHOWN = 12   # combinations named per verdict in a reason; the rest counted
+# the columns of a row that stand for every admissible n (``over_row``)
+OVER = ("welch_p", "p_adj", "tost_p", "tost_p_adj", "diff_ci_low", "diff_ci_high", "ci_level", "ci_how",
+        "tost_ci_low", "tost_ci_high", "tost_ci_level", "tost_ci_how")
 
 
 def unstated(n_basis: str) -> bool:
@@ -190,7 +194,7 @@ def check_family(table: pd.DataFrame, family: str, n_range, settings, limit: int
                 if (i, n_a, n_b) not in cache:
                     cache[(i, n_a, n_b)] = _at(base[pos], n_a, n_b, settings)
                 recs[pos] = {**base[pos], **cache[(i, n_a, n_b)]}
-            rows.append(finalize(recs, settings).to_dict("records"))
+            rows.append(records(finalize(recs, settings)))
     finally:
         gc.unfreeze()
     return FamilyCheck(idx, todo, kept, combos, counted, rows)
@@ -266,6 +270,42 @@ def ranges(rows: list[dict]) -> dict:
                 n_set_diff_ci_low=pick("diff_ci_low", min), n_set_diff_ci_high=pick("diff_ci_high", max))
 
 
+def _hull(rows: list[dict], low: str, high: str, level: str) -> tuple[float, float, float, str]:
+    """The hull of one interval over the combinations, the lowest of their levels and a sentence
+    (NaN when a combination lacks it: no interval then stands for every admissible n)."""
+    lows, highs, levels = (np.array([r[k] for r in rows], float) for k in (low, high, level))
+    if not len(rows) or not (np.isfinite(lows).all() and np.isfinite(highs).all()):
+        return math.nan, math.nan, math.nan, ""
+    how = (f"hull over the {len(rows)} combinations of the admissible n of each one's interval at its Holm step "
+           f"level ({levels.min():.4g}-{levels.max():.4g}); coverage at least the lowest")
+    return float(lows.min()), float(highs.max()), float(levels.min()), how
+
+
+def over_row(rec: dict, rows: list[dict], settings) -> dict:
+    """A comparisons row standing for every admissible n: the hull of its Welch and TOST intervals
+    over the combinations (``rows``, the row finalized at each), the largest adjusted and raw p,
+    and the verdict decided on those hulls (``audit.stats.comparisons.verdict``), so that the
+    verdict and every number beside it hold at each admissible n (issue 53: they had been the
+    assumed n's). A combination where the row has no test leaves it without one."""
+    from audit.stats.comparisons import verdict as decide   # finalize's module imports this one
+
+    untested = [r for r in rows if not np.isfinite(r["p_adj"])]
+    out = dict(rec)
+    for key in ("welch_p", "p_adj", "tost_p", "tost_p_adj"):
+        values = np.array([r[key] for r in rows], float)
+        out[key] = float(values.max()) if len(values) and np.isfinite(values).all() else math.nan
+    out["diff_ci_low"], out["diff_ci_high"], out["ci_level"], out["ci_how"] = _hull(rows, "diff_ci_low", "diff_ci_high", "ci_level")
+    out["tost_ci_low"], out["tost_ci_high"], out["tost_ci_level"], out["tost_ci_how"] = _hull(
+        rows, "tost_ci_low", "tost_ci_high", "tost_ci_level")
+    if untested:
+        kind = drop_kind(untested[0]["reason"]) or "undefined"
+        out["p_adj"] = out["tost_p_adj"] = math.nan
+        return dict(out, verdict="inconclusive", reason=f"{kind}: at {len(untested)} of the {len(rows)} combinations "
+                                                       f"of the admissible n: {untested[0]['reason']}")
+    out["verdict"], out["reason"] = decide(dict(out, not_run=""), settings)
+    return out
+
+
 def sensitivity(table: pd.DataFrame, index, n_range, settings, limit: int | None = None,
                 checks: dict | None = None):
     """``row_over`` of row ``index`` (pairs, rows at each combination, text, others); None when
@@ -298,13 +338,23 @@ def apply(table: pd.DataFrame, n_range, settings, limit: int | None = None, chec
             if drop_kind(table.loc[index, "reason"]) == "not run":
                 continue   # no statistic at any n; its reason says why
             pairs, rows, why, others = row_over(check, index)
-            verdict, reason = over_set(pairs, [(r["verdict"], r["reason"]) for r in rows], rows, why, others)
-            if index in check.unstated:
-                n_a, n_b = table.loc[index, "n_a"], table.loc[index, "n_b"]
-                reason += f"; the other columns of this row are at the assumed n = {n_a:g} / {n_b:g}"
+            listed, listing = over_set(pairs, [(r["verdict"], r["reason"]) for r in rows], rows, why, others)
+            rec = out.loc[index].to_dict()
+            if not pairs:   # no admissible n reproduces the printed p: no verdict, no p, no interval
+                judged = dict(rec, verdict="inconclusive", reason=f"undefined: {listing}",
+                              **{k: (math.nan if k not in ("ci_how", "tost_ci_how") else "") for k in OVER})
             else:
-                reason += "; its p_adj and the other columns are at the assumed n of the family's unstated rows"
-            out.loc[index, "verdict"] = verdict
+                judged = over_row(dict(rec, undefined=""), rows, settings)
+                if judged["verdict"] == listed:   # the same verdict at each: the combinations listed
+                    judged["reason"] = listing
+                elif not judged["reason"].startswith(tuple(DROP)):
+                    judged["reason"] = f"{listing}; over every admissible n: {judged['reason']}"
+            reason = judged["reason"] + ("; the means and SDs of this row are its published ones; its p-values and "
+                                         "intervals hold at every admissible n (the largest p, the hull of the "
+                                         "intervals)")
+            for key in OVER:
+                out.loc[index, key] = judged[key]
+            out.loc[index, "verdict"] = judged["verdict"]
             out.loc[index, "reason"] = reason
             out.loc[index, "n_unstated"] = why
             out.loc[index, "n_set_combinations"] = len(rows)

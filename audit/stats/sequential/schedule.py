@@ -14,6 +14,8 @@ Torch-, pandas- and scipy-free: ``rules/common.smk`` imports it while Snakemake 
 
 from __future__ import annotations
 
+from audit.schema import schema_defaults
+
 from audit.errors import AuditError
 
 
@@ -51,7 +53,7 @@ def design_settings(config: dict) -> dict:
     spec = config["seeds"]
     alpha = spec.get("alpha")
     if alpha is None:
-        alpha = (config.get("stats") or {}).get("alpha", 0.05)
+        alpha = (config.get("stats") or {}).get("alpha", schema_defaults("stats")["alpha"])
     return {"initial": int(spec["initial"]), "step": int(spec["step"]), "max": int(spec["max"]),
             "first": int(spec.get("first", 1)), "spending": spec.get("spending", "hsd"),
             "futility_power": float(spec.get("futility_power", 0.1)), "alpha": float(alpha),
