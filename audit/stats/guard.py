@@ -153,6 +153,11 @@ def why_not(corpus: str, heads, arms: dict) -> str:
     return f"{LABEL}: {'; '.join(why)}" if why else ""
 
 
+def _with_guard(table: pd.DataFrame) -> list[str]:
+    """The table's columns and ``guard`` (a table made before the column gains it)."""
+    return list(table.columns) + ([] if "guard" in table.columns else ["guard"])
+
+
 def _guarded(row: dict, heads, arms: dict) -> dict:
     """A row with a verdict, withheld when it is drawn from a flagged arm: ``verdict`` becomes
     ``not_informative``, ``guard`` says why (the decision record's guard state, ''
@@ -171,7 +176,7 @@ def guard_comparisons(table: pd.DataFrame, runs: pd.DataFrame, baselines: pd.Dat
     if table.empty or not arms:
         return table
     rows = [_guarded(r, (str(r["head_a"]), str(r["head_b"])), arms) for r in table.to_dict("records")]
-    return pd.DataFrame(rows, columns=table.columns)
+    return pd.DataFrame(rows, columns=_with_guard(table))
 
 
 def claim_heads(claim: dict, runs: pd.DataFrame, corpus: str, correlations: list[dict]) -> list[str]:
@@ -213,7 +218,7 @@ def guard_claims(table: pd.DataFrame, runs: pd.DataFrame, baselines: pd.DataFram
     correlations = config.get("correlations") or []
     rows = [_guarded(r, claim_heads(claims[r["claim_id"]], runs, str(r["corpus"]), correlations), arms)
             for r in table.to_dict("records")]
-    return pd.DataFrame(rows, columns=table.columns)
+    return pd.DataFrame(rows, columns=_with_guard(table))
 
 
 def guard_correlations(table: pd.DataFrame, runs: pd.DataFrame, baselines: pd.DataFrame | None,

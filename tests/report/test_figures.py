@@ -111,12 +111,17 @@ def test_jacobian_figure_draws_one_line_per_head_and_the_threshold():
 
 
 def test_forest_marks_holm_significance_and_draws_the_multibootstrap_ci_only_when_present():
-    """A filled marker exactly for p_adj < alpha; the multi-bootstrap legend entry only with mb_* columns."""
+    """A filled marker exactly for a difference, read from the row's decision record (its verdict,
+    never a level re-read here); the multi-bootstrap legend entry only with mb_* columns."""
     import pandas as pd
 
     from audit.report.forest import forest, significant
 
-    assert significant({"p_adj": 0.049, "alpha": 0.05}) and not significant({"p_adj": 0.05, "alpha": 0.05})
+    assert significant({"verdict": "a_better", "p_adj": 0.049}) and significant({"verdict": "b_better"})
+    assert not significant({"verdict": "inconclusive", "p_adj": 0.01, "alpha": 0.05})   # the verdict rules
+    assert not significant({"verdict": "equivalent"})
+    # a table without verdicts: its interval, which excludes 0 exactly where Holm rejects
+    assert significant({"diff_ci_low": 0.1, "diff_ci_high": 0.5}) and not significant({"diff_ci_low": -0.1, "diff_ci_high": 0.5})
     assert not significant({"p_adj": float("nan")})
     rows = pd.DataFrame(dict(family="f", metric="test_ppl", corpus="ptb", head_a=["a", "b"], head_b="s",
                              diff=[-1.0, 0.1], diff_ci_low=[-1.5, -0.2], diff_ci_high=[-0.5, 0.4],

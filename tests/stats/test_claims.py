@@ -102,10 +102,18 @@ def test_evidence_from_a_study_family_in_reversed_orientation():
 
 
 def test_correlation_claims():
-    assert judge_correlation("negative", -0.6, 0.001, 30, FAST)[0] == "supported"
-    assert judge_correlation("positive", -0.6, 0.001, 30, FAST)[0] == "contradicted"
-    assert judge_correlation("nonzero", 0.1, 0.4, 30, FAST)[0] == "inconclusive"
-    assert judge_correlation("nonzero", 0.9, 0.001, 4, FAST)[1].startswith("too few points")
+    # decided on the Fisher-z interval of r (issue 53), whose z test's p is printed beside it
+    from audit.stats.correlations import fisher_ci, fisher_p
+    r = -0.6
+    ci, p = fisher_ci(r, 30, 0.95), fisher_p(r, 30)
+    assert ci[1] < 0 and p < 0.05
+    assert judge_correlation("negative", r, p, 30, FAST, ci=ci)[0] == "supported"
+    assert judge_correlation("positive", r, p, 30, FAST, ci=ci)[0] == "contradicted"
+    weak = fisher_ci(0.1, 30, 0.95)
+    assert judge_correlation("nonzero", 0.1, fisher_p(0.1, 30), 30, FAST, ci=weak)[0] == "inconclusive"
+    assert judge_correlation("nonzero", 0.9, 0.001, 4, FAST, ci=(0.1, 0.99))[1].startswith("too few seeds")
+    # a p below alpha beside an interval that holds 0 (another test's p) decides nothing
+    assert judge_correlation("positive", 0.5, 0.01, 30, FAST, ci=(-0.05, 0.8))[0] == "inconclusive"
     runs = make_runs({"softmax": (57.0, 0.1, 10), "mos": (55.0, 0.1, 10)})
     config = {"correlations": [{"name": "r", "x": "press_rank", "y": "test_ppl"}],
               "claims": [{"id": "k", "source": "s", "expect": "negative", "correlation": {"name": "r"}}]}
