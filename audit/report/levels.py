@@ -32,10 +32,16 @@ def _finite(value) -> float | None:
 
 
 def level(value, what: str = "CI") -> str:
-    """An interval's level as printed: (0.9) -> '90% CI', (0.9, 'Welch CI') -> '90% Welch CI';
-    '<what> of unstated level' when the value is missing or not a number."""
+    """An interval's level as printed: (0.9) -> '90% CI', (0.9, 'Welch CI') -> '90% Welch CI',
+    a Holm step's (1 - 0.05 / 3) -> '98.33% CI' (``percent``); '<what> of unstated level' when
+    the value is missing or not a number."""
     number = _finite(value)
-    return f"{100 * number:g}% {what}" if number is not None else f"{what} of unstated level"
+    return f"{percent(number)}% {what}" if number is not None else f"{what} of unstated level"
+
+
+def percent(number: float) -> str:
+    """A level in per cent as every mark prints it: two decimals at most (0.98333 -> '98.33')."""
+    return f"{round(100 * number, 2):g}"
 
 
 def distinct(values) -> list[float]:

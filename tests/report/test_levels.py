@@ -53,7 +53,7 @@ ONE_SAMPLE = {"id": "softmax-rank-above-300", "source": "this test",
 
 
 def _percent(value: float) -> str:
-    return f"{100 * float(value):g}"
+    return f"{round(100 * float(value), 2):g}"   # as audit.report.levels prints a Holm step's level
 
 
 def _set_alpha(path: Path, alpha: float, **more) -> dict:
