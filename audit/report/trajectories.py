@@ -29,6 +29,8 @@ COLUMNS = 3   # small multiples per row
 
 def last_look(table: pd.DataFrame) -> pd.DataFrame:
     """The rows of the last look (the final verdict's runs); a fixed design has one look ('')."""
+    if table.empty:   # no claim traced (a study whose claims read metrics measured once)
+        return table
     looks = table["look"].astype(object).fillna("").astype(str)
     order = sorted(set(looks), key=lambda s: int(s.split()[0]) if s else 0)
     return table[looks == order[-1]]
