@@ -18,6 +18,7 @@ import pandas as pd
 
 from audit.plots import RC, empty_svg, head_colours, plt, to_svg
 from audit.report import levels
+from audit.stats.trajectory_marks import share_words
 
 # the badges' colours (templates/_audit.css.j2), stronger for a point on a white axis
 VERDICT_COLOURS = {"supported": "#1e8a44", "a_better": "#1e8a44", "b_better": "#1e8a44",
@@ -111,11 +112,15 @@ def page_marks(marks: pd.DataFrame | None) -> dict:
     """The marks as the page reads them: ``by_claim`` (claim_id, corpus) -> the mark's record and
     ``mark_head`` (its text up to the first ':'), the ``comparisons``' marks, ``counts`` of the
     traced claims per mark, ``n_moving`` of them whose trend test rejects (the headline's "still
-    moving", a changed one included) and ``alpha``, the trend test's level."""
-    out = {"by_claim": {}, "comparisons": [], "counts": {}, "n_traced": 0, "n_moving": 0, "alpha": None}
+    moving", a changed one included), ``alpha``, the trend test's level, and ``held_share`` with
+    ``share`` (its words: "half", "25%"), the study's ``stats.trajectory.held_share``."""
+    out = {"by_claim": {}, "comparisons": [], "counts": {}, "n_traced": 0, "n_moving": 0, "alpha": None,
+           "held_share": None, "share": ""}
     if marks is None or marks.empty:
         return out
     out["alpha"] = float(marks["alpha"].iloc[0])   # the study's stats.alpha, on every row
+    out["held_share"] = float(marks["held_share"].iloc[0])   # and its stats.trajectory.held_share
+    out["share"] = share_words(out["held_share"])
     marks = marks.astype(object).where(marks.notna(), None)
     looks = marks["look"].astype(object).fillna("").astype(str)
     last = sorted(set(looks), key=lambda s: int(s.split()[0]) if s else 0)[-1]

@@ -33,6 +33,8 @@ TEXT_COLUMNS = ("study", "corpus", "head", "seed", "status", "error", "design", 
 
 
 _STATS = schema_defaults("stats")   # configs/schema.yaml $defs/stats: the one place for these defaults
+# stats.trajectory: x-default values, applied here and never written into a stats config
+_TRAJECTORY = schema_defaults("stats_trajectory", unfilled=True)
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,7 @@ class Settings:
     power_target: float = _STATS["power_target"]             # power the "seeds needed" column solves for
     converged_gain: float = _STATS["converged_gain"]         # median last-epoch valid gain above it: far from converged
     max_failed_share: float = _STATS["max_failed_share"]     # more of an arm's planned runs failed: not informative
+    held_share: float = _TRAJECTORY["held_share"]            # stats.trajectory.held_share: "held" over this last share
 
     @classmethod
     def from_config(cls, section: dict | None, source: str = "config") -> "Settings":
@@ -55,8 +58,10 @@ class Settings:
             AuditError: one line naming ``source`` and the key (unknown key, value out of range).
         """
         section = check_section("stats", section, source)
+        trajectory = section.pop("trajectory", None) or {}   # nested in YAML, one field here
         return cls(**{k: (int(v) if k in ("min_seeds", "bootstrap_resamples", "bootstrap_seed")
-                          else float(v)) for k, v in section.items()})
+                          else float(v)) for k, v in section.items()},
+                   **{k: float(v) for k, v in trajectory.items()})
 
 
 def load_runs(path: str | os.PathLike) -> pd.DataFrame:

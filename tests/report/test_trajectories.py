@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from audit.errors import AuditError
 from audit.report import cli, levels
 from audit.report.trajectories import page_marks
 from tests.support.trajectory_study import fast_and_worse, slow_and_better, study_config, write_study
@@ -43,6 +44,33 @@ def test_the_rules_write_the_trajectory_and_its_marks(built):
     assert said["by_claim"][("a-raises-rank", "ptb")]["mark"] == "not traced"
     assert said["counts"] == {"changed": 1} and said["n_traced"] == 1
     assert [r["trace"] for r in said["comparisons"]] == ["pair: fast - slow"]
+
+
+def test_the_marks_rule_reads_the_studys_held_share_from_its_config(built):
+    """stats.trajectory.held_share reaches the marks through the config the rule passes (--config):
+    fast-but-worse changed at 900,000 of 1,200,000 tokens, inside the last half, before the last 20%."""
+    import yaml
+
+    root = built["trajectories"].parent
+    config = yaml.safe_load((root / "study.yaml").read_text())
+    config["stats"]["trajectory"] = {"held_share": 0.2}
+    (root / "study-share.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    out = root / "marks-share.csv"
+    assert cli.main(["table", "--name", "trajectory_marks", "--runs", str(root / "runs.csv"), "--config",
+                     str(root / "study-share.yaml"), "--run-dirs", *sorted(map(str, root.glob("ptb/*/*"))),
+                     "--trajectories", str(built["trajectories"]), "--out", str(out)]) == 0
+    claim = pd.read_csv(out).set_index("trace").loc["a-lowers-ppl"]
+    assert claim["held_share"] == 0.2 and claim["since_tokens"] == 900_000
+    assert claim["mark"] in ("held", "still moving") and "(at least the last 20% of the budget)" in claim["text"]
+    said = page_marks(pd.read_csv(out))
+    assert (said["held_share"], said["share"]) == (0.2, "20%")
+    config["stats"]["trajectory"] = {"held_share": 2}
+    (root / "study-bad.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    with pytest.raises(AuditError, match=r"study-bad.yaml: config key stats.trajectory.held_share: 2 is greater "
+                                         r"than the maximum of 1$"):
+        cli.main(["table", "--name", "trajectory_marks", "--runs", str(root / "runs.csv"), "--config",
+                  str(root / "study-bad.yaml"), "--run-dirs", *sorted(map(str, root.glob("ptb/*/*"))),
+                  "--trajectories", str(built["trajectories"]), "--out", str(root / "bad.csv")])
 
 
 def test_the_figure_draws_one_small_multiple_per_traced_claim_with_its_mark(built):

@@ -7,6 +7,7 @@ import json
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import stats
 
@@ -15,8 +16,8 @@ from audit.stats import trajectory as T
 from audit.stats import trajectory_marks as M
 from audit.stats.comparisons import comparisons_table
 from audit.stats.io import Settings
-from tests.support.trajectory_study import (EPOCH_TOKENS, fast_and_worse, parallel, slow_and_better, still_gaining,
-                              study_config, write_study)
+from tests.support.trajectory_study import (EPOCH_TOKENS, fast_and_worse, late_gain, parallel, slow_and_better,
+                                            still_gaining, study_config, write_study)
 
 
 def traced(tmp_path, curves, head_a, head_b, **kw):
@@ -117,11 +118,66 @@ def test_each_look_of_a_sequential_study_is_traced_on_its_own_runs(tmp_path):
 
 
 @pytest.mark.parametrize("share, since, expect", [(0.5, 4, "held"), (0.5, 5, "changed"), (0.25, 6, "held"),
-                                                  (0.25, 7, "changed")])
+                                                  (0.25, 7, "changed"), (1.0, 2, "changed"),
+                                                  # never changed: held since the first budget, at any share
+                                                  (1.0, 1, "held"), (0.95, 1, "held")])
 def test_held_means_the_same_verdict_over_the_last_share_of_the_budget(share, since, expect):
     tokens = [float(e) for e in range(1, 9)]
     verdicts = ["inconclusive"] * (since - 1) + ["supported"] * (9 - since)
     assert M.settle(tokens, verdicts, share) == (expect, float(since))
+
+
+def test_the_studys_share_decides_held_or_changed_and_the_trend_window_on_one_trajectory(tmp_path):
+    """One trajectory (the verdict changes once, at epoch 3 of 8: 450,000 of 1,200,000 tokens),
+    marked at two shares of stats.trajectory.held_share: the last half starts at 600,000 tokens,
+    after the change (held); the last 75% at 300,000, before it (changed)."""
+    runs, dirs = write_study(tmp_path, {"late": late_gain, "base": parallel(0.0)})
+    config = study_config(tmp_path, "late", "base")
+    epochs = T.read_epochs(dirs)
+    table = T.trajectory_table(runs, epochs, config, Settings.from_config(config["stats"]))
+    claim = table[table["trace"] == "a-lowers-ppl"].set_index("epoch")["verdict"]
+    assert set(claim.loc[:2]) == {"inconclusive"} and set(claim.loc[3:]) == {"supported"}
+    marks = {}
+    for share in (0.5, 0.75):
+        settings = Settings.from_config({**config["stats"], "trajectory": {"held_share": share}})
+        assert settings.held_share == share
+        marks[share] = mark_of(M.marks_table(table, T.best_so_far(epochs), runs, config, settings), "a-lowers-ppl")
+    assert marks[0.5]["mark"] == "held" and marks[0.5]["since_tokens"] == 3 * EPOCH_TOKENS
+    assert marks[0.5]["text"].startswith("held since 450,000 tokens: supported at every budget from 450,000 tokens")
+    assert "(at least the last half of the budget)" in marks[0.5]["text"] and marks[0.5]["held_share"] == 0.5
+    assert marks[0.75]["mark"] == "changed" and marks[0.75]["since_tokens"] == 3 * EPOCH_TOKENS
+    assert marks[0.75]["text"].startswith("changed at 450,000 tokens: inconclusive before 450,000 tokens")
+    assert "(inside the last 75%)" in marks[0.75]["text"] and "over each run's last 75% of epochs" in marks[0.75]["text"]
+    # the trend window follows the share: per run the slope over its last ceil(0.75 x 8) = 6 epochs
+    slopes = {}
+    for (head, _), run in epochs.sort_values("epoch").groupby(["head", "seed"]):
+        best = np.minimum.accumulate(run["valid_ppl"].to_numpy())[-6:]
+        slopes.setdefault(head, []).append(np.polyfit(run["tokens"].to_numpy()[-6:] / 1e6, best, 1)[0])
+    assert marks[0.75]["trend_slope"] == pytest.approx(np.mean(slopes["late"]) - np.mean(slopes["base"]), rel=1e-9)
+    assert marks[0.5]["trend_slope"] != pytest.approx(marks[0.75]["trend_slope"], rel=1e-3)
+
+
+@pytest.mark.parametrize("value, message", [
+    (0, r"config key stats.trajectory.held_share: 0 is less than or equal to the minimum of 0"),
+    (1.5, r"config key stats.trajectory.held_share: 1.5 is greater than the maximum of 1"),
+    ("half", r"config key stats.trajectory.held_share: 'half' is not of type 'number'")])
+def test_a_held_share_outside_0_to_1_is_refused_naming_the_key(value, message):
+    with pytest.raises(AuditError, match=r"^s.yaml: " + message + "$"):
+        Settings.from_config({"trajectory": {"held_share": value}}, "s.yaml")
+    with pytest.raises(AuditError, match=r"config key stats.trajectory: Additional properties .*'share'"):
+        Settings.from_config({"trajectory": {"share": 0.5}}, "s.yaml")
+    # a Settings made in code never reaches the schema: the marks refuse it on their own, naming the key
+    with pytest.raises(AuditError, match=r"^config key stats.trajectory.held_share: must lie in \(0, 1\]; got 0$"):
+        M.marks_table(pd.DataFrame(columns=T.COLUMNS), pd.DataFrame(), pd.DataFrame({"corpus": []}), {}, Settings(held_share=0))
+
+
+def test_the_default_share_is_the_schemas_and_stays_out_of_the_stats_config():
+    from audit.config import check_stats_config
+    from audit.schema import schema_defaults
+
+    assert Settings().held_share == 0.5 == schema_defaults("stats_trajectory", unfilled=True)["held_share"]
+    # x-default: a study that sets nothing keeps its stats_config.yaml, so Snakemake reruns no table
+    assert "trajectory" not in check_stats_config({"stats": {"alpha": 0.05}}, "s.yaml")["stats"]
 
 
 def test_a_log_entry_without_its_tokens_is_refused_naming_the_file(tmp_path):

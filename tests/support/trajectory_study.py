@@ -41,6 +41,12 @@ def still_gaining(epoch: int) -> float:
     return base(epoch) - 1.5 * epoch
 
 
+def late_gain(epoch: int) -> float:
+    """``base`` up to epoch 2, then 3 ppl below it at every epoch: a verdict that changes once, at
+    epoch 3 (450,000 tokens), and then runs parallel to ``base``."""
+    return base(epoch) - (3.0 if epoch >= 3 else 0.0)
+
+
 def write_study(root: Path, curves: dict, seeds=range(1, 7), epochs: int = 8, noise: float = 0.3,
                 seed: int = 0) -> tuple[pd.DataFrame, list[str]]:
     """One run folder per (head, seed) under ``root``/ptb/<head>/<seed> with a metrics.json whose
