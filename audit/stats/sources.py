@@ -74,11 +74,18 @@ def evidence_claims_table(config: dict, settings: Settings, baselines: pd.DataFr
     tables = []
     for entry in config.get("evidence") or []:
         runs = load_runs(entry["runs"])
-        comp = comparisons.comparisons_table(runs, config, settings, f"{source}: evidence {entry['name']!r}")
-        label = f"{source}: evidence {entry['name']!r}"
-        corr = correlations.correlations_table(runs, config, settings, label)
-        table = claims.claims_table(runs, config, settings, comp, corr, source)
-        own = evidence_baselines(entry["runs"], baselines)
-        table = guard.guard_claims(table, runs, own, config, settings.max_failed_share)
+        table = judge_evidence(runs, entry, config, settings, baselines, source)
         tables.append(table.assign(evidence_source=entry["name"], evidence_design=design_of(runs))[COLUMNS])
     return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=COLUMNS)
+
+
+def judge_evidence(runs: pd.DataFrame, entry: dict, config: dict, settings: Settings,
+                   baselines: pd.DataFrame | None, source: str = "config") -> pd.DataFrame:
+    """The guarded claims table of one ``evidence:`` entry's runs: ``runs`` is its runs table, or
+    the same runs as one of its checkpoints measured them (``audit.stats.checkpoints``)."""
+    label = f"{source}: evidence {entry['name']!r}"
+    comp = comparisons.comparisons_table(runs, config, settings, label)
+    corr = correlations.correlations_table(runs, config, settings, label)
+    table = claims.claims_table(runs, config, settings, comp, corr, source)
+    own = evidence_baselines(entry["runs"], baselines)
+    return guard.guard_claims(table, runs, own, config, settings.max_failed_share)
