@@ -50,6 +50,8 @@ rule stats_published:
 
 
 for _table in STATS_TABLES:
+    if _table == "evidence_claims":   # reads no runs of this study: its own rule, below
+        continue
 
     rule:
         name:
@@ -59,8 +61,6 @@ for _table in STATS_TABLES:
             pairs=f"{RESULTS}/wordsim_pairs.csv",
             config=f"{RESULTS}/stats_config.yaml",
             baselines=f"{REPORTS}/tables/baselines.csv",
-            # the further runs tables of `evidence:` and the baselines beside them (rerun when one changes)
-            evidence=_evidence_inputs(config) if _table == "evidence_claims" else [],
             # per-run test NLL per sentence: the multi-bootstrap columns (audit/stats/multiboot.py)
             sentences=[f"{RESULTS}/sentences.npz"] if _table in ("comparisons", "claims") else [],
         output:
@@ -77,6 +77,24 @@ for _table in STATS_TABLES:
             "--table {params.table} {params.sentences} > {log} 2>&1"
 
 
+# The study's claims on the further runs tables of `evidence:` (audit/stats/sources.py): it reads
+# those tables and the baselines beside them, never this study's runs, so a study that trains
+# nothing (configs/pythia.yaml, a pretrained suite's runs table alone) has its claims judged too.
+rule stats_evidence_claims:
+    input:
+        config=f"{RESULTS}/stats_config.yaml",
+        baselines=f"{REPORTS}/tables/baselines.csv",
+        evidence=_evidence_inputs(config),   # rerun when one of them changes
+    output:
+        report(f"{REPORTS}/tables/evidence_claims.csv", caption="../captions/table_stats.rst",
+               category="Statistics", labels={"table": "evidence_claims"}),
+    log:
+        f"logs/{STUDY}/stats/evidence_claims.log",
+    shell:
+        "python -m audit stats --config {input.config} --baselines {input.baselines} --out {REPORTS}/tables "
+        "--table evidence_claims > {log} 2>&1"
+
+
 def baselines_arguments():
     """--corpus NAME=FILE of every corpus (the runs' own id files) and the runs' token limits."""
     limits = config["data"]["max_tokens"] or {}
@@ -86,7 +104,9 @@ def baselines_arguments():
 
 
 # The count baselines every run must beat (audit/evaluate/baselines.py), on the runs' own corpus
-# files and test tokens; the comparisons and claims read it to label uninformative verdicts.
+# files and test tokens; the comparisons and claims read it to label uninformative verdicts. A study
+# with no corpus of its own writes it empty: the runs tables it names under `evidence:` are
+# guarded by the baselines beside them (audit/stats/sources.py).
 rule baselines:
     input:
         [corpus_file(c) for c in config["data"]["corpora"]],

@@ -1,6 +1,7 @@
 """Count-model baselines of a corpus: the unigram and add-k bigram perplexity a run must beat.
 
     python -m audit baselines --corpus NAME=CORPUS.pt ... [--max-valid N] [--max-test N] --out baselines.csv
+    python -m audit baselines --out baselines.csv     # no corpus: the header alone
 
 Both models are fitted on the training split alone, exactly (counts, no training), on the ids of
 the runs' own corpus file (``CORPUS_FILE`` of ``rules/common.smk``: the full vocabulary or its K
@@ -22,7 +23,10 @@ corpus: ``corpus, vocab_size, n_train, n_valid, n_test`` (tokens scored), ``unk_
 (test). A subword corpus (``data.tokenizer: bpe``, ``audit/data/bpe.py``) adds ``n_test_words``
 (the words whose last token is scored), ``unigram_ppl_per_word`` and ``bigram_ppl_per_word``: the
 same test NLL sum over the words, as the runs' ``test_ppl_per_word``; a table of word corpora
-alone has no such columns. Torch is imported only to read the corpus file.
+alone has no such columns. Torch is imported only to read the corpus file. With no ``--corpus`` (a
+study that trains nothing and judges only the runs tables of its ``evidence:``) the table is its
+header alone: an empty table, not a missing one, so the guard still runs and finds each of those
+tables' unigram in the baselines beside it (``audit.stats.sources.evidence_baselines``).
 """
 
 from __future__ import annotations
@@ -132,8 +136,9 @@ def load_baselines(path) -> pd.DataFrame:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m audit baselines", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--corpus", action="append", required=True, metavar="NAME=FILE",
-                        help="a corpus name and its id file (audit.data.corpus.save); repeatable")
+    parser.add_argument("--corpus", action="append", default=[], metavar="NAME=FILE",
+                        help="a corpus name and its id file (audit.data.corpus.save); repeatable; none: "
+                             "the header alone")
     parser.add_argument("--max-valid", type=int, default=None, help="score the first N validation tokens")
     parser.add_argument("--max-test", type=int, default=None, help="score the first N test tokens")
     parser.add_argument("--out", required=True)

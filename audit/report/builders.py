@@ -129,26 +129,26 @@ def warnings(src: Sources):
 
 
 def cross_scale(src: Sources):
-    """The verdict matrix (audit.report.scales): published, this study, each further runs table."""
+    """The verdict matrix (audit.report.scales): published, this study, each further runs table,
+    each per-size claim under its base claim (audit.report.groups)."""
     from audit.evaluate.baselines import load_baselines
-    from audit.report.scales import PUBLISHED_SCALE, cross_scale_table, runs_scale
+    from audit.report.scales import PUBLISHED_SCALE, cross_scale_table, evidence_scale, runs_scale
     from audit.stats.io import Settings, load_runs
     from audit.stats.sources import design_of
 
     baselines = load_baselines(src.path("baselines")) if src.path("baselines") else None
-    share = Settings.from_config(src.yaml("stats_config").get("stats"), str(src.path("stats_config"))).max_failed_share
+    config = src.yaml("stats_config")
+    share = Settings.from_config(config.get("stats"), str(src.path("stats_config"))).max_failed_share
     sources = [("published", src.csv("published_claims"), PUBLISHED_SCALE, "pub-claim-")]
     if src.path("runs"):  # a study of the published record alone trains nothing
         sources.append(("this study", src.csv("claims"), runs_scale(src.runs(), baselines, share), "claim-",
                         design_of(src.runs())))
     further = src.csv("evidence_claims")
-    for entry in src.yaml("stats_config").get("evidence") or []:
+    for entry in config.get("evidence") or []:
         claims = further[further["evidence_source"] == entry["name"]] if further is not None else None
         runs = load_runs(entry["runs"])
-        scale = runs_scale(runs, baselines, share)
-        text = f"{entry['description']}: {scale}" if entry.get("description") else scale
-        sources.append((entry["name"], claims, text, "", design_of(runs)))
-    return cross_scale_table(sources)
+        sources.append((entry["name"], claims, evidence_scale(entry, runs, baselines, share), "", design_of(runs)))
+    return cross_scale_table(sources, config.get("claims"))
 
 
 def sequential(src: Sources):

@@ -174,21 +174,26 @@ def has_published(config: dict) -> bool:
 
 
 def has_evidence(config: dict) -> bool:
-    """The study names further runs tables (``evidence:``) to judge its claims on."""
-    return has_runs(config) and bool(config.get("evidence"))
+    """The study names further runs tables (``evidence:``) to judge its claims on, whether or
+    not it trains runs of its own (configs/pythia.yaml judges a pretrained suite's runs alone)."""
+    return bool(config.get("evidence"))
 
 
 def cross_scale_inputs(config: dict) -> tuple[str, ...]:
     """The cross-scale table's inputs that exist only in some studies: this study's runs and
-    claims (a study that trains), the published claims, the further runs tables' claims."""
-    return (("runs", "claims", "baselines") if has_runs(config) else ()) + (
+    claims (a study that trains), the published claims, the further runs tables' claims, and the
+    baselines whenever runs are judged (the evidence columns' scale reads them with the ones
+    beside each runs table, as their guard did)."""
+    return (("runs", "claims") if has_runs(config) else ()) + (
+        ("baselines",) if has_runs(config) or has_evidence(config) else ()) + (
         ("published_claims",) if has_published(config) else ()) + (
         ("evidence_claims",) if has_evidence(config) else ())
 
 
-def runs_or_published(config: dict) -> bool:
-    """The study has claims to put in the verdict matrix: its own runs' or the papers'."""
-    return has_runs(config) or has_published(config)
+def has_verdicts(config: dict) -> bool:
+    """The study has claims to put in the verdict matrix: its own runs', the papers' or a
+    further runs table's."""
+    return has_runs(config) or has_published(config) or has_evidence(config)
 
 
 def _no_inputs(config: dict) -> tuple[str, ...]:
@@ -288,7 +293,7 @@ _PUBLISHED = dict(made_by="published", caption="table_published.rst", when=has_p
 # In page order within each kind.
 REGISTRY: tuple[Output, ...] = (
     # the verdict matrix: every claim, one column per evidence source with its scale; top of the page
-    Output("cross_scale", "table", b.cross_scale, ("stats_config",), when=runs_or_published,
+    Output("cross_scale", "table", b.cross_scale, ("stats_config",), when=has_verdicts,
            extra_inputs=cross_scale_inputs),
     # the published record, from the papers' own numbers (audit/stats/published/evidence.py); first on the page
     Output("published_comparisons", "table", **_PUBLISHED),

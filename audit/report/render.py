@@ -23,6 +23,7 @@ import yaml
 from audit.errors import AuditError
 from audit.plots import EMPTY_MARK
 from audit.report import counts, levels
+from audit.report.scales import page_matrix as cross_scale   # the verdict matrix's page view
 from audit.report.trajectories import page_marks
 
 SECTION_TITLES = [  # anchor -> table-of-contents entry, in page order
@@ -250,6 +251,8 @@ def numbers_table(text) -> dict | None:
 def study_kind(present: dict) -> str:
     """What a study without language-model runs is, for the page's opening line."""
     kinds = [text for key, text in (("published", "the published record judged on the papers' own numbers"),
+                                    ("evidence", "the study's claims judged on the runs tables it names "
+                                                 "(evidence:, e.g. a pretrained suite's)"),
                                     ("synthetic", "the Dirichlet synthetic study")) if present.get(key)]
     return (" and ".join(kinds) if kinds else "nothing to show") + ": no language model trained"
 
@@ -264,27 +267,6 @@ VERDICT_LABELS.update(control_passed="control passed (holds by construction)",  
 def verdict_text(verdict) -> str:
     """A verdict as the page prints it ('not_informative' spelt out, other '_' as spaces)."""
     return VERDICT_LABELS.get(str(verdict), str(verdict).replace("_", " "))
-
-
-def cross_scale(table: pd.DataFrame | None) -> dict | None:
-    """The verdict matrix (audit.report.scales) for the page: {sources, scale, rows}; each row's
-    ``cells`` one {verdict, text, anchor} per source."""
-    if table is None or table.empty:
-        return None
-    table = table.astype(object).fillna("")  # object first: pandas 3 refuses "" in a float column
-    sources = [c[len("verdict__"):] for c in table.columns if c.startswith("verdict__")]
-
-    def cells(row):
-        return [{"verdict": str(row[f"verdict__{s}"]), "text": str(row[f"cell__{s}"]),
-                 "anchor": str(row[f"anchor__{s}"])} for s in sources]
-
-    rows = table.to_dict("records")
-    scale = next((r for r in rows if r["claim_id"] == "scale"), None)
-    # how each runs table's seeds came (audit.stats.sources.design_of): the header marks a
-    # group-sequential source and one that recorded no design, as the page marks this study
-    designs = {s: str(scale.get(f"design__{s}", "")) if scale else "" for s in sources}
-    return {"sources": sources, "scale": cells(scale) if scale else [], "designs": designs,
-            "rows": [dict(r, cells=cells(r)) for r in rows if r is not scale]}
 
 
 def environment() -> jinja2.Environment:
@@ -339,6 +321,7 @@ def render(runs_path: str, config_path: str, table_paths: list[str], figure_path
         "qualitative": bool("topk" in tables or "jacobian" in figures),
         "grid": "grid" in tables, "synthetic": "synthetic_summary" in tables, "sequential": "sequential" in tables,
         "provenance": provenance is not None, "warnings": bool(warnings),
+        "evidence": "evidence_claims" in tables,   # the opening line of a study with no runs of its own
     }
     trajectories = page_marks(tables.get("trajectory_marks"))   # issue 56: held, changed, still moving
     present["trajectories"] = bool(trajectories["by_claim"] or trajectories["comparisons"] or "trajectories" in figures)

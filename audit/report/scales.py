@@ -15,7 +15,10 @@ arms against the unigram baseline of their vocabulary and test tokens, and how m
 is 1 - alpha, a one-sample claim's 1 - 2 alpha); a ``not_informative`` cell leads with the guard's
 reason, then what the test alone gave. ``agreement`` says whether the sources' decisive verdicts
 (supported, contradicted, equivalent) differ: ``disagree: ...`` naming each, ``agree``, or ''
-(fewer than two decisive verdicts).
+(fewer than two decisive verdicts). A claim judged per size of a pretrained suite
+(``<claim id>.<model>``) follows its base claim's row, with ``group`` the base id and ``member``
+the size (``audit.report.groups``); the base row's ``agreement`` is over the whole group, and the
+page (``page_matrix``) draws the sizes inside the base row's cells.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from audit.report import groups
 from audit.report.counts import is_control
 from audit.report.levels import level  # an interval's level as every cell prints it: 0.9 -> '90% CI'
 from audit.stats.guard import ALONE, LABEL, MAX_FAILED_SHARE, VERDICT, arm_status
@@ -100,7 +104,27 @@ def runs_scale(runs: pd.DataFrame, baselines: pd.DataFrame | None,
     return "; ".join(parts) or "no ok runs"
 
 
-def cross_scale_table(sources: list[tuple]) -> pd.DataFrame:
+SUITE_DESIGN = "fixed: pretrained suite "   # a pretrained suite's runs table (audit.pretrained.suite.describe)
+
+
+def evidence_scale(entry: dict, runs: pd.DataFrame, baselines: pd.DataFrame | None,
+                   max_failed_share: float = MAX_FAILED_SHARE) -> str:
+    """The scale a further runs table of ``evidence:`` speaks for: its ``description``; for a
+    pretrained suite's table the suite, its sizes with their d, its seeds and the checkpoint, as
+    the table's design records them (the config's description may be stale, the table is not);
+    then ``runs_scale`` against the baselines its claims were guarded by (this study's and those
+    beside the table: ``audit.stats.sources.evidence_baselines``), so that the scale row and the
+    column's verdicts name the same arms not informative."""
+    from audit.stats.sources import design_of, evidence_baselines
+
+    design = design_of(runs)
+    text = runs_scale(runs, evidence_baselines(entry["runs"], baselines), max_failed_share)
+    if design.startswith(SUITE_DESIGN):
+        text = f"{design.removeprefix('fixed: ')}; {text}"
+    return f"{entry['description']}: {text}" if entry.get("description") else text
+
+
+def cross_scale_table(sources: list[tuple], claims_config: list[dict] | None = None) -> pd.DataFrame:
     """The verdict matrix.
 
     Args:
@@ -109,9 +133,12 @@ def cross_scale_table(sources: list[tuple]) -> pd.DataFrame:
             its row on the page, '' for a source the page does not show row by row; ``design``
             (``audit.stats.sources.design_of``) says how a runs table's seeds came, in the scale
             row's ``design__<source>`` ('' for the published record: printed numbers).
+        claims_config: the study's claims (its stats config's ``claims``): a per-size claim
+            ``<id>.<model>`` goes under its base claim (``audit.report.groups``).
 
     Returns:
-        DataFrame: the scale row, then one row per (claim_id, corpus) in first-seen order.
+        DataFrame: the scale row, then one row per (claim_id, corpus) in first-seen order, a
+        group's base row before its sizes (``group``, ``member``).
     """
     sources = [tuple(s) + ("",) * (5 - len(s)) for s in sources if s[1] is not None and len(s[1])]
     rows: dict[tuple[str, str], dict] = {}
@@ -136,5 +163,39 @@ def cross_scale_table(sources: list[tuple]) -> pd.DataFrame:
             row["agreement"] = "disagree: " + ", ".join(f"{n} {v}" for n, v in decisive.items())
         else:
             row["agreement"] = "agree" if len(decisive) > 1 else ""
-    out[0]["agreement"] = ""
-    return pd.DataFrame(out + list(rows.values()), columns=columns).fillna("")
+    ordered = groups.arrange(rows, groups.size_groups(claims_config or []),
+                             {str(c.get("id")): c.get("statement", "") for c in claims_config or []})
+    groups.group_agreement(ordered, [name for name, *_ in sources])
+    out[0].update(agreement="", group="", member="")
+    return pd.DataFrame(out + ordered, columns=columns[:3] + ["group", "member"] + columns[3:]).fillna("")
+
+
+def page_matrix(table: pd.DataFrame | None) -> dict | None:
+    """The verdict matrix for the page: {sources, scale, designs, rows}; each row's ``cells`` one
+    {verdict, text, anchor, members} per source, where ``members`` lists the row's sizes that this
+    source judged ({label, statement, verdict, text, anchor}: a per-size claim drawn inside its
+    base claim's cell, ``audit.report.groups``). A table written before the groups has none."""
+    if table is None or table.empty:
+        return None
+    table = table.astype(object).fillna("")  # object first: pandas 3 refuses "" in a float column
+    sources = [c[len("verdict__"):] for c in table.columns if c.startswith("verdict__")]
+
+    def cells(row):
+        return [{"verdict": str(row[f"verdict__{s}"]), "text": str(row[f"cell__{s}"]),
+                 "anchor": str(row[f"anchor__{s}"]), "members": []} for s in sources]
+
+    rows = table.to_dict("records")
+    scale = next((r for r in rows if r["claim_id"] == SCALE_ROW), None)
+    # how each runs table's seeds came (audit.stats.sources.design_of): the header marks a
+    # group-sequential source and one that recorded no design, as the page marks this study
+    designs = {s: str(scale.get(f"design__{s}", "")) if scale else "" for s in sources}
+    out = []
+    for row in (r for r in rows if r is not scale):
+        base = (row.get("group"), row["corpus"])   # groups.arrange put a size right after its base row
+        if row.get("member") and out and (out[-1]["claim_id"], out[-1]["corpus"]) == base:
+            for column, member in zip(out[-1]["cells"], cells(row)):
+                if member["verdict"]:
+                    column["members"].append(dict(member, label=row["member"], statement=row["statement"]))
+            continue
+        out.append(dict(row, cells=cells(row)))
+    return {"sources": sources, "scale": cells(scale) if scale else [], "designs": designs, "rows": out}

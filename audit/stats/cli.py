@@ -5,11 +5,13 @@
                           [--sentences SENTENCES.npz]
     python -m audit stats --config STUDY.yaml --out DIR [--summaries SUMMARIES.csv]
                           [--table published_comparisons ...]
+    python -m audit stats --config STUDY.yaml --out DIR --table evidence_claims [--baselines B.csv]
 
 Writes one CSV per table into DIR (``comparisons.csv``, ``correlations.csv``,
 ``wordsim_wins.csv``, ``wordsim_diffs.csv``, ``claims.csv``; on request ``evidence_claims.csv``:
 the claims on the config's further runs tables, ``audit.stats.sources``); ``--table`` restricts to the
-named tables (Snakemake runs one rule per table). The ``published_*`` tables
+named tables (Snakemake runs one rule per table); ``evidence_claims`` reads the runs tables the
+config names, so it needs no ``--runs``. The ``published_*`` tables
 (``audit.stats.published.evidence``) come from summary rows (corpus, head, metric, mean, sd, n, source) instead
 of runs: ``--summaries``, else the config's ``published.data``, else the packaged
 ``audit/data/published.csv``; they need no runs table. Comparisons and claims drawn from an arm the
@@ -75,7 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     source = str(args.config)
     settings = Settings.from_config(config.get("stats"), source)
     wanted = _wanted(args, config)
-    on_runs = [n for n in wanted if registry.table(n).source != "published"]
+    # evidence tables read the runs tables the config names, not --runs: a study that trains
+    # nothing (a pretrained suite's runs table alone) has its claims judged on them
+    on_runs = [n for n in wanted if registry.table(n).source == "runs"]
     if on_runs and not args.runs:
         raise AuditError(f"stats: table {on_runs[0]!r} needs --runs")
     inputs = registry.Inputs(

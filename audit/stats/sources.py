@@ -59,6 +59,8 @@ def evidence_baselines(runs: str | Path, baselines: pd.DataFrame | None) -> pd.D
     sibling = sibling_baselines(runs)
     if baselines is None or not sibling.is_file():
         return baselines
+    if baselines.empty:   # a study with no corpus of its own: its baselines table is the header alone
+        return load_baselines(sibling)
     return pd.concat([baselines, load_baselines(sibling)], ignore_index=True).drop_duplicates()
 
 

@@ -75,6 +75,10 @@ def test_verb_writes_the_table(tmp_path):
     assert list(table.columns) == bl.COLUMNS
     assert table.loc[0, "unigram_ppl"] == pytest.approx((9 ** 3 / (4.5 * 1.5 * 2.5)) ** (1 / 3))
     assert main(["baselines", "--corpus", "toy", "--out", str(tmp_path / "x.csv")]) == 1
+    # no corpus (a study that judges only its evidence: runs tables): the header, no row
+    assert main(["baselines", "--out", str(tmp_path / "none.csv")]) == 0
+    empty = bl.load_baselines(tmp_path / "none.csv")
+    assert list(empty.columns) == bl.COLUMNS and empty.empty
 
 
 def test_subword_corpus_gets_per_word_figures_by_hand(tmp_path):

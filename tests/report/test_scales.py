@@ -1,5 +1,6 @@
 """The cross-scale table: one row per claim, one column per source, scales and disagreements."""
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -145,3 +146,60 @@ def test_the_runs_table_records_its_design(tmp_path):
     runs(32, 2000, 1.2e6, {"softmax": 90.0}).assign(design="sequential: looks at 4, 7 seeds per arm").to_csv(path, index=False)
     assert design_of(load_runs(path)) == "sequential: looks at 4, 7 seeds per arm"   # a text column
     assert design_of(runs(32, 2000, 1.2e6, {"softmax": 90.0})) == UNKNOWN_DESIGN
+
+
+def _per_size(rows):
+    """Claims rows judged per size: (claim id, verdict, statement)."""
+    return claims([(c, v, 1.0) for c, v, _ in rows]).assign(statement=[s for *_, s in rows])
+
+
+SIZE_CLAIMS = [{"id": "u", "statement": "claim u"},
+               {"id": "u.s14", "one_sample": {"head": "s14"}}, {"id": "u.s410", "one_sample": {"head": "s410"}},
+               {"id": "t.s14", "one_sample": {"head": "s14"}}, {"id": "t.s410", "one_sample": {"head": "s410"}},
+               {"id": "x.y", "one_sample": {"head": "softmax"}}]   # a dot, but not its own head: no group
+
+
+def size_matrix():
+    ours = claims([("u", "supported", 1.0), ("x.y", "supported", 1.0)])
+    suite = _per_size([("u.s14", "contradicted", "rarely (s14: d = 128, V = 50,304)"),
+                       ("u.s410", "supported", "rarely (s410: d = 1024, V = 50,304)"),
+                       ("t.s14", "supported", "the loss rises (s14: d = 128, V = 50,304)"),
+                       ("t.s410", "contradicted", "the loss falls (s410: d = 1024, V = 50,304)")])
+    return scales.cross_scale_table([("this study", ours, "cpu", "claim-"), ("suite", suite, "suite scale", "")],
+                                    SIZE_CLAIMS)
+
+
+def test_per_size_claims_follow_their_claim_and_disagree_only_across_sources():
+    """Issue 55: a pretrained suite's claims are written per size (<id>.<model>); the matrix puts
+    them under their claim, whose row is the study's own or one made from the sizes' statements."""
+    table = size_matrix()
+    # first-seen order (x.y comes with this study's column), each claim's sizes right after it
+    assert list(table["claim_id"]) == ["scale", "u", "u.s14", "u.s410", "x.y", "t", "t.s14", "t.s410"]
+    row = table.set_index("claim_id")
+    assert list(row.loc[["u", "u.s14", "t", "t.s410", "x.y"], "member"]) == ["", "s14", "", "s410", ""]
+    assert list(row.loc[["u", "u.s14", "t", "x.y"], "group"]) == ["u", "u", "t", ""]
+    assert row.loc["u", "statement"] == "claim u"                                   # the study's own
+    assert row.loc["t", "statement"] == "the loss rises / the loss falls"           # the sizes', size removed
+    assert row.loc["u", "agreement"] == "disagree: this study supported, suite s14 contradicted, suite s410 supported"
+    assert row.loc["t", "agreement"] == ""   # opposite signs of one source's sizes: the claim expects them
+    assert row.loc["t", "verdict__suite"] == "" and row.loc["u.s14", "verdict__suite"] == "contradicted"
+
+
+def test_the_page_draws_each_size_inside_its_claims_cell():
+    from audit.report.render import environment
+
+    matrix = scales.page_matrix(size_matrix())
+    assert [r["claim_id"] for r in matrix["rows"]] == ["u", "x.y", "t"]
+    html = environment().from_string(
+        '{% set present = {"sequential": False} %}{% set scales = m %}'
+        + (REPO / "audit/report/templates/sections/scales.html.j2").read_text().split('<section id="scales">')[1]
+        .split("</section>")[0]).render(m=matrix)
+    rows = {r.split("<br>")[1].split(" · ")[0].split(">")[-1]: r for r in html.split("<tbody>")[1].split("<tr>")[1:]}
+    ours, suite = rows["u"].split('<td class="l verdict-cell">')[1:3]
+    assert '<a href="#claim-u-ptb"><span class="badge v-supported">supported</span></a>' in ours
+    sizes = re.findall(r'<li class="size" title="([^"]+)"><strong>(\w+)</strong> <span class="badge v-(\w+)">', suite)
+    assert sizes == [("rarely (s14: d = 128, V = 50,304)", "s14", "contradicted"),
+                     ("rarely (s410: d = 1024, V = 50,304)", "s410", "supported")]
+    assert "not run" not in suite and "per size: <code>u.&lt;size&gt;</code>" in rows["u"]
+    assert "verdict-cell\"><span class=\"badge v-not_run\">not run</span>" in rows["t"]   # this study: no size of t
+    assert "<li" not in rows["x.y"]

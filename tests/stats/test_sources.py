@@ -47,6 +47,10 @@ def test_the_stats_verb_writes_the_evidence_claims_table(tmp_path):
     table = pd.read_csv(tmp_path / "evidence_claims.csv")
     assert set(table["evidence_source"]) == {"gpu"}
     assert table.set_index("claim_id").loc["mos-lowers", "verdict"] == "contradicted"   # gpu.csv's, not runs.csv's
+    # a study that trains nothing (configs/pythia.yaml) has no runs table to give: none is needed
+    (tmp_path / "evidence_claims.csv").unlink()
+    assert main(["--config", str(tmp_path / "c.yaml"), "--out", str(tmp_path), "--table", "evidence_claims"]) == 0
+    assert pd.read_csv(tmp_path / "evidence_claims.csv").equals(table)
 
 
 def test_a_runs_table_of_another_vocabulary_is_guarded_by_the_baselines_beside_it(tmp_path):
@@ -69,4 +73,8 @@ def test_a_runs_table_of_another_vocabulary_is_guarded_by_the_baselines_beside_i
     got = dict(zip(joined["claim_id"], joined["verdict"]))
     assert got["mos-lowers"] == "supported" and got["gss-lowers"] == "supported"
     assert evidence_baselines(study / "runs.csv", None) is None   # no guard asked for: none added
+    # a study with no corpus of its own (`python -m audit baselines` with none: the header alone)
+    empty = pd.DataFrame(columns=list(other.columns))
+    assert evidence_baselines(study / "runs.csv", empty).equals(BASE)
+    assert set(evidence_claims_table(config, FAST, empty)["verdict"]) != {guard.VERDICT}
     assert len(evidence_baselines(study / "runs.csv", other)) == len(other) + len(BASE)
