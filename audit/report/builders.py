@@ -277,6 +277,38 @@ def trajectory_marks(src: Sources):
     return marks_table(table, best_so_far(epochs), runs, config, settings, looks)
 
 
+def _stats_settings(src: Sources):
+    """The statistics config and its settings (``--config``), for a table with no runs of its own."""
+    from audit.stats.io import Settings, load_config
+
+    if not src.path("stats_config"):
+        raise AuditError("the statistics config was not given (--config)")
+    config = load_config(src.path("stats_config"))
+    return config, Settings.from_config(config.get("stats"), str(src.path("stats_config")))
+
+
+def checkpoint_trajectories(src: Sources):
+    """Each suite's claims at every checkpoint: the evidence runs tables with a checkpoints.csv
+    beside them (audit.stats.checkpoints)."""
+    from audit.evaluate.baselines import load_baselines
+    from audit.stats.checkpoints import checkpoint_trajectories as table
+
+    config, settings = _stats_settings(src)
+    baselines = load_baselines(src.path("baselines")) if src.path("baselines") else None
+    return table(config, settings, baselines, str(src.path("stats_config")))
+
+
+def checkpoint_marks(src: Sources):
+    """Held, changed or still moving over a suite's checkpoints (audit.stats.checkpoints)."""
+    import pandas as pd
+
+    from audit.stats.checkpoints import COLUMNS, checkpoint_marks as marks
+
+    config, settings = _stats_settings(src)
+    table = src.csv("checkpoint_trajectories")
+    return marks(pd.DataFrame(columns=COLUMNS) if table is None else table, config, settings)
+
+
 def trajectories_figure(src: Sources) -> str:
     from audit.report.trajectories import trajectory_figure
     from audit.stats.trajectory import best_so_far, read_epochs

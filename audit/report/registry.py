@@ -96,6 +96,8 @@ INPUTS = {
     "trajectories": Input("--trajectories", "{reports}/tables/trajectories.csv", help="trajectories.csv"),
     "trajectory_marks": Input("--trajectory-marks", "{reports}/tables/trajectory_marks.csv",
                               help="trajectory_marks.csv"),
+    "checkpoint_trajectories": Input("--checkpoint-trajectories", "{reports}/tables/checkpoint_trajectories.csv",
+                                     help="checkpoint_trajectories.csv"),
 }
 RUN_DIRS_FLAG = "--run-dirs"  # every per-run input reaches the CLI as the run folders
 
@@ -321,6 +323,12 @@ REGISTRY: tuple[Output, ...] = (
            options=look_sizes),
     Output("trajectory_marks", "table", b.trajectory_marks, ("runs", "stats_config", "metrics", "trajectories"),
            options=look_sizes),
+    # a suite's claims over its checkpoints (audit.stats.checkpoints): checkpoints.csv lies beside an
+    # evidence runs table and is written with it, so evidence_claims orders the rule after it and reruns it
+    Output("checkpoint_trajectories", "table", b.checkpoint_trajectories, ("stats_config", "baselines", "evidence_claims"),
+           when=has_evidence),
+    Output("checkpoint_marks", "table", b.checkpoint_marks, ("stats_config", "checkpoint_trajectories"),
+           when=has_evidence),
     Output("grid", "table", b.grid, ("runs",), when=has_grid),
     Output("sequential", "table", b.sequential, ("sequential", "runs", "stats_config", "baselines"),
            when=sequential_design),

@@ -323,8 +323,10 @@ def render(runs_path: str, config_path: str, table_paths: list[str], figure_path
         "provenance": provenance is not None, "warnings": bool(warnings),
         "evidence": "evidence_claims" in tables,   # the opening line of a study with no runs of its own
     }
-    trajectories = page_marks(tables.get("trajectory_marks"))   # issue 56: held, changed, still moving
-    present["trajectories"] = bool(trajectories["by_claim"] or trajectories["comparisons"] or "trajectories" in figures)
+    # issue 56: held, changed, still moving; over this study's training and over a suite's checkpoints
+    trajectories = page_marks(tables.get("trajectory_marks"), tables.get("checkpoint_marks"))
+    present["trajectories"] = bool(trajectories["by_claim"] or trajectories["comparisons"] or "trajectories" in figures
+                                   or trajectories["checkpoints"])
     context = {
         "study": config.get("study", ""), "description": config.get("description", ""),
         "n_runs": len(runs), "study_kind": study_kind(present), "n_failed": _n_failed(runs),

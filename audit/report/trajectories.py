@@ -108,19 +108,29 @@ def trajectory_figure(table: pd.DataFrame | None, traced: pd.DataFrame, runs: pd
         return to_svg(fig)
 
 
-def page_marks(marks: pd.DataFrame | None) -> dict:
+def page_marks(marks: pd.DataFrame | None, checkpoints: pd.DataFrame | None = None) -> dict:
     """The marks as the page reads them: ``by_claim`` (claim_id, corpus) -> the mark's record and
     ``mark_head`` (its text up to the first ':'), the ``comparisons``' marks, ``counts`` of the
     traced claims per mark, ``n_moving`` of them whose trend test rejects (the headline's "still
     moving", a changed one included), ``alpha``, the trend test's level, and ``held_share`` with
-    ``share`` (its words: "half", "25%"), the study's ``stats.trajectory.held_share``."""
+    ``share`` (its words: "half", "25%"), the study's ``stats.trajectory.held_share``;
+    ``checkpoints``: the marks of a suite's claims over its checkpoints (``checkpoint_marks``),
+    listed apart, never counted with this study's."""
     out = {"by_claim": {}, "comparisons": [], "counts": {}, "n_traced": 0, "n_moving": 0, "alpha": None,
-           "held_share": None, "share": ""}
-    if marks is None or marks.empty:
+           "held_share": None, "share": "", "checkpoints": []}
+    if checkpoints is not None and not checkpoints.empty:
+        rows = checkpoints.astype(object).where(checkpoints.notna(), None).to_dict("records")
+        out["checkpoints"] = [dict(r, mark_head=str(r["text"]).split(":", 1)[0] if r["mark"] != "not traced"
+                                   else "not traced") for r in rows]
+    # alpha and the share are the study's, on every row of either table
+    settings = marks if marks is not None and not marks.empty else checkpoints
+    if settings is None or settings.empty:
         return out
-    out["alpha"] = float(marks["alpha"].iloc[0])   # the study's stats.alpha, on every row
-    out["held_share"] = float(marks["held_share"].iloc[0])   # and its stats.trajectory.held_share
+    out["alpha"] = float(settings["alpha"].iloc[0])   # the study's stats.alpha
+    out["held_share"] = float(settings["held_share"].iloc[0])   # and its stats.trajectory.held_share
     out["share"] = share_words(out["held_share"])
+    if marks is None or marks.empty:   # a suite's marks alone: no trajectory of this study's runs
+        return out
     marks = marks.astype(object).where(marks.notna(), None)
     looks = marks["look"].astype(object).fillna("").astype(str)
     last = sorted(set(looks), key=lambda s: int(s.split()[0]) if s else 0)[-1]

@@ -23,6 +23,8 @@ from audit.errors import AuditError
 from audit.files import write_table  # noqa: F401 (the stats modules write their tables through io)
 
 STATUSES = ("ok", "failed")
+RUN_KEY = ("corpus", "head", "seed")
+CHECKPOINT_KEY = RUN_KEY + ("step",)   # a suite's checkpoints.csv (audit.stats.checkpoints)
 PAIR_COLUMNS = ("corpus", "head", "seed", "benchmark", "word1", "word2", "gold", "cosine")
 # non-metric columns of the runs table; everything else must be numeric
 # text columns of a runs table; every other column must be numeric (the notes say why a
@@ -64,7 +66,7 @@ class Settings:
                    **{k: float(v) for k, v in trajectory.items()})
 
 
-def load_runs(path: str | os.PathLike) -> pd.DataFrame:
+def load_runs(path: str | os.PathLike, key: tuple[str, ...] = RUN_KEY) -> pd.DataFrame:
     """Read and validate a runs table.
 
     Args:
@@ -72,9 +74,11 @@ def load_runs(path: str | os.PathLike) -> pd.DataFrame:
             ``status`` (``ok`` or ``failed`` in every row; without the column every run is
             ``ok``) are optional; every other column except ``study`` and
             ``error`` must be numeric (empty cells are NaN).
+        key: the columns naming one row: a run (corpus, head, seed), or a run at one of a suite's
+            checkpoints (``CHECKPOINT_KEY`` adds ``step``, required and never empty).
 
     Returns:
-        DataFrame with one row per run; ``corpus``, ``head``, ``seed`` and ``status`` as str.
+        DataFrame with one row per ``key``; ``corpus``, ``head``, ``seed`` and ``status`` as str.
     """
     name = str(path)
     try:
@@ -106,10 +110,16 @@ def load_runs(path: str | os.PathLike) -> pd.DataFrame:
     for col in df.columns:
         if col not in TEXT_COLUMNS:
             df[col] = numeric_column(df[col], name, col)
-    dup = df.duplicated(["corpus", "head", "seed"])
+    for col in key[len(RUN_KEY):]:
+        if col not in df.columns:
+            raise AuditError(f"{name}: missing required column {col!r}")
+        if df[col].isna().any():
+            raise AuditError(f"{name}: column {col!r} has an empty cell (row {int(df[col].isna().idxmax()) + 2})")
+    dup = df.duplicated(list(key))
     if dup.any():
         r = df[dup].iloc[0]
-        raise AuditError(f"{name}: duplicate run corpus={r['corpus']!r} head={r['head']!r} seed={r['seed']!r}")
+        raise AuditError(f"{name}: duplicate run " + " ".join(f"{k}={r[k]!r}" if k in RUN_KEY else f"{k}={r[k]:g}"
+                                                                for k in key))
     return df
 
 

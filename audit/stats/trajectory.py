@@ -135,24 +135,29 @@ def untraced_reason(claim: dict, config: dict) -> str:
     per epoch (``TRACED_AS``), and its test must need nothing scored only after training."""
     if "untestable" in claim:
         return "untestable: no verdict to trace"
-    if "comparison" in claim:
-        if claim.get("test", "welch") == "multibootstrap":
-            return ("not traced: its multi-bootstrap resamples the per-sentence test NLL, which is "
-                    "scored once, after training")
-        metrics = [claim["comparison"]["metric"]]
-    elif "one_sample" in claim:
-        spec = claim["one_sample"]
-        metrics = [spec["metric"]] + ([spec["unresolved"]] if spec.get("unresolved") else [])
-    else:
-        name = claim["correlation"]["name"]
-        spec = next((c for c in config.get("correlations") or [] if c["name"] == name), None)
-        if spec is None:
-            return f"not traced: correlation {name!r} is not declared"
-        metrics = [spec["x"], spec["y"]]
+    if "comparison" in claim and claim.get("test", "welch") == "multibootstrap":
+        return ("not traced: its multi-bootstrap resamples the per-sentence test NLL, which is "
+                "scored once, after training")
+    metrics = claim_reads(claim, config)
+    if metrics is None:
+        return f"not traced: correlation {claim['correlation']['name']!r} is not declared"
     once = [m for m in metrics if m not in TRACED_AS]
     if once:
         return f"not traced: {', '.join(once)} {'is' if len(once) == 1 else 'are'} measured once, after training, not per epoch"
     return ""
+
+
+def claim_reads(claim: dict, config: dict) -> list[str] | None:
+    """The runs-table metrics a (testable) claim's test reads; None for a correlation the config
+    does not declare."""
+    if "comparison" in claim:
+        return [claim["comparison"]["metric"]]
+    if "one_sample" in claim:
+        spec = claim["one_sample"]
+        return [spec["metric"]] + ([spec["unresolved"]] if spec.get("unresolved") else [])
+    name = claim["correlation"]["name"]
+    spec = next((c for c in config.get("correlations") or [] if c["name"] == name), None)
+    return None if spec is None else [spec["x"], spec["y"]]
 
 
 def claim_heads(claim: dict, runs: pd.DataFrame, corpus: str) -> tuple[str, str]:
@@ -198,13 +203,15 @@ def _comparison_rows(comp: pd.DataFrame) -> list[dict]:
     return rows
 
 
-def _claim_rows(table: pd.DataFrame, traced: dict, runs: pd.DataFrame) -> list[dict]:
+def claim_rows(table: pd.DataFrame, traced: dict, runs: pd.DataFrame, on: dict | None = TRACED_AS) -> list[dict]:
+    """The trajectory rows of a claims table's traced claims (``traced``: id -> (claim, metric));
+    ``on``: metric -> the field it is traced on (None: on itself, as a suite's checkpoints are)."""
     rows = []
     for r in table[table["claim_id"].isin(list(traced)) & judged(table)].to_dict("records"):
-        claim, metric = traced[r["claim_id"]]
+        claim, metric = traced[r["claim_id"]][:2]
         head_a, head_b = claim_heads(claim, runs, r["corpus"])
         rows.append(dict(kind="claim", trace=r["claim_id"], claim_id=r["claim_id"], corpus=r["corpus"],
-                         metric=metric, traced_on=TRACED_AS[metric], head_a=head_a, head_b=head_b,
+                         metric=metric, traced_on=on[metric] if on else metric, head_a=head_a, head_b=head_b,
                          verdict=r["verdict"], reason=r["reason"], estimate=r["estimate"], ci_low=r["ci_low"],
                          ci_high=r["ci_high"], ci_level=r["ci_level"], p_adj=r["p_adj"], n_a=r["n_a"], n_b=r["n_b"]))
     return rows
@@ -234,6 +241,6 @@ def trajectory_table(runs: pd.DataFrame, epochs: pd.DataFrame, config: dict, set
         for epoch, tokens in budgets(traced_metric, part).itertuples(index=False):
             at = runs_at(part, traced_metric, epoch)
             comp, claims = tables_at(at, config, settings, baselines, source)
-            for row in _comparison_rows(comp) + _claim_rows(claims, traced, at):
+            for row in _comparison_rows(comp) + claim_rows(claims, traced, at):
                 rows.append(dict(row, look=label, epoch=int(epoch), tokens=float(tokens), data=DATA))
     return pd.DataFrame(rows, columns=COLUMNS)

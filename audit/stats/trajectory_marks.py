@@ -64,6 +64,7 @@ class Axis:
     group: tuple
     traced_as: dict | None   # metric -> the field it is traced on; None: on itself
     on: str                  # the data the marks are on, after "; "
+    budget: str = "budget"   # one point of the trajectory, in words
 
     def where(self, x: float) -> str:
         return self.position.format(x)
@@ -153,9 +154,10 @@ def _settled_words(verdicts: list[str], budgets: list[float], kind: str, since: 
     """What the trajectory shows, in words: the verdicts before and from ``since``, and the share."""
     said, end = verdicts[-1].replace("_", " "), axis.where(budgets[-1])
     if kind == "held":
-        what = f"{said} at every budget from {axis.where(since)} to {end}"
+        what = f"{said} at every {axis.budget} from {axis.where(since)} to {end}"
         if since > budgets[-1] * (1 - share):   # never changed, but recorded only inside the share
-            return what + f" (every recorded budget; the last {share_words(share)} of the budget begins before the first)"
+            return what + (f" (every recorded {axis.budget}; the last {share_words(share)} of the budget "
+                           f"begins before the first)")
         return what + f" (at least the last {share_words(share)} of the budget)"
     before = verdicts[len(verdicts) - 1 - _run_length(verdicts)].replace("_", " ")
     return f"{before} before {axis.where(since)}, {said} from there to {end} (inside the last {share_words(share)})"
@@ -179,7 +181,7 @@ def mark_row(group: pd.DataFrame, t: dict, settings: Settings, share: float, axi
         on = f"traced on {first['traced_on']} per epoch"
     text = (f"{head}: {_settled_words(verdicts, budgets, kind, since, share, axis)}; "
             f"{_trend_text(t, first['traced_on'], settings.alpha, share, axis)}; {on}, "
-            f"{axis.on}, not corrected over {len(budgets)} budgets")
+            f"{axis.on}, not corrected over {len(budgets)} {axis.budget}s")
     return dict({k: first[k] for k in list(axis.group) + ["metric", "traced_on", "head_a", "head_b"]},
                 mark=mark, **{f"since_{axis.at}": since, f"final_{axis.at}": budgets[-1]},
                 last_verdict=verdicts[-1], n_budgets=len(budgets), moving=moving, alpha=settings.alpha,

@@ -138,3 +138,30 @@ def test_a_group_sequential_study_says_what_a_trajectory_means_beside_its_decisi
     assert "α = 0.05" in section   # the trend test's level, from the marks
     fixed = env.get_template("sections/trajectories.html.j2").render(**dict(context, present={"sequential": False}))
     assert "each look's runs are traced" not in fixed
+
+
+def test_the_rules_write_a_suites_marks_over_its_checkpoints_and_the_page_lists_them(tmp_path):
+    """The two checkpoint tables as their rules build them (the config's evidence: entry, the suite's
+    checkpoints.csv beside its runs table), and the section of the page of a study with no runs of
+    its own that lists them apart from any trajectory of its own."""
+    from audit.report.render import environment
+    from tests.support.checkpoint_suite import suite_config, write_suite
+
+    runs = write_suite(tmp_path)
+    suite_config(tmp_path, runs, share=0.25)
+    config, table, marks = (str(tmp_path / "study.yaml"), tmp_path / "checkpoint_trajectories.csv",
+                            tmp_path / "checkpoint_marks.csv")
+    assert cli.main(["table", "--name", "checkpoint_trajectories", "--config", config, "--out", str(table)]) == 0
+    assert cli.main(["table", "--name", "checkpoint_marks", "--config", config, "--checkpoint-trajectories",
+                     str(table), "--out", str(marks)]) == 0
+    assert sorted(pd.read_csv(table)["step"].unique()) == [1000, 2000, 3000, 4000]
+    said = page_marks(None, pd.read_csv(marks))
+    assert said["by_claim"] == {} and said["n_traced"] == 0   # never counted with this study's own verdicts
+    assert said["share"] == "25%" and said["alpha"] == 0.05
+    rows = {r["claim_id"]: r for r in said["checkpoints"]}
+    assert rows["fast-lowers-ppl"]["mark_head"] in ("held since step 3,000", "still moving")
+    assert rows["late-rise"]["mark_head"] == "not traced"
+    section = environment().get_template("sections/trajectories.html.j2").render(
+        trajectories=said, figures={}, present={"sequential": False}, n_runs=0, sequential_groups=[], ci_levels={})
+    assert 'id="checkpoint-marks"' in section and 'id="trajectory-marks"' not in section
+    assert "over at least the last 25% of the steps" in section and "<td class=\"l\">constructed</td>" in section
