@@ -94,12 +94,14 @@ def study_has_runs():
 
 
 def _evidence_inputs(config):
-    """The runs tables of `evidence:`, each with the baselines beside it when there (the path
-    of audit.stats.sources.sibling_baselines, spelled here so parsing imports no pandas)."""
+    """The runs tables of `evidence:`, each with the baselines and the per-sentence NLL beside it
+    when there (the paths of audit.stats.sources.sibling_baselines and sibling_sentences, spelled
+    here so parsing imports no pandas)."""
     paths = []
     for entry in config["evidence"]:
-        sibling = os.path.join(os.path.dirname(entry["runs"]), "tables", "baselines.csv")
-        paths += [entry["runs"]] + ([sibling] if os.path.isfile(sibling) else [])
+        folder = os.path.dirname(entry["runs"])
+        siblings = [os.path.join(folder, "tables", "baselines.csv"), os.path.join(folder, "sentences.npz")]
+        paths += [entry["runs"]] + [path for path in siblings if os.path.isfile(path)]
     return paths
 
 

@@ -17,7 +17,11 @@ are guarded against their own unigram. The result is the claims table of every s
 with the source's name in the first column ``evidence_source`` and how its seeds came in
 ``evidence_design`` (``design_of``: a group-sequential table's fixed-design verdicts are not
 sequentially valid, and the page says so as it does for this study; a table that records no
-design is marked "design unknown").
+design is marked "design unknown"). Where the per-sentence test NLL lies beside a runs table
+(``sibling_sentences``: a pretrained suite's ``sentences.npz``, ``audit.pretrained.table``), its
+comparisons and claims get the multi-bootstrap over seeds and test sentences
+(``audit.stats.multiboot``; a claim with ``test: multibootstrap``), as this study's runs get it from
+theirs.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from pathlib import Path
 import pandas as pd
 
 from audit.evaluate.baselines import load_baselines
-from audit.stats import claims, comparisons, correlations, guard
+from audit.stats import claims, comparisons, correlations, guard, multiboot
 from audit.stats.io import Settings, load_runs
 
 # `source` of a claims row is the paper that made the claim: the runs table it was judged on is
@@ -48,6 +52,14 @@ def sibling_baselines(runs: str | Path) -> Path:
     """Where the baselines of the study that wrote the runs table ``runs`` lie: its audit's
     ``tables/baselines.csv`` beside ``reports/<study>/runs.csv`` (present or not)."""
     return Path(runs).parent / "tables" / "baselines.csv"
+
+
+def sibling_sentences(runs: str | Path) -> Path:
+    """Where the per-sentence test NLL of the runs table ``runs`` lies when its maker wrote it
+    beside it (``python -m audit pretrained collect``: ``sentences.npz``; present or not). A
+    trained study's lies under ``results/<study>/``, not here: its runs get no multi-bootstrap
+    as evidence."""
+    return Path(runs).parent / "sentences.npz"
 
 
 def evidence_baselines(runs: str | Path, baselines: pd.DataFrame | None) -> pd.DataFrame | None:
@@ -76,18 +88,23 @@ def evidence_claims_table(config: dict, settings: Settings, baselines: pd.DataFr
     tables = []
     for entry in config.get("evidence") or []:
         runs = load_runs(entry["runs"])
-        table = judge_evidence(runs, entry, config, settings, baselines, source)
+        found = sibling_sentences(entry["runs"])   # the final checkpoint's, for a suite: these runs'
+        sentences = multiboot.load(found) if found.is_file() else None
+        table = judge_evidence(runs, entry, config, settings, baselines, source, sentences)
         tables.append(table.assign(evidence_source=entry["name"], evidence_design=design_of(runs))[COLUMNS])
     return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=COLUMNS)
 
 
 def judge_evidence(runs: pd.DataFrame, entry: dict, config: dict, settings: Settings,
-                   baselines: pd.DataFrame | None, source: str = "config") -> pd.DataFrame:
+                   baselines: pd.DataFrame | None, source: str = "config",
+                   sentences: multiboot.Sentences | None = None) -> pd.DataFrame:
     """The guarded claims table of one ``evidence:`` entry's runs: ``runs`` is its runs table, or
-    the same runs as one of its checkpoints measured them (``audit.stats.checkpoints``)."""
+    the same runs as one of its checkpoints measured them (``audit.stats.checkpoints``).
+    ``sentences``: the per-sentence test NLL of exactly these runs, for the multi-bootstrap (never
+    the final checkpoint's beside an earlier checkpoint's runs: its sums would not be theirs)."""
     label = f"{source}: evidence {entry['name']!r}"
-    comp = comparisons.comparisons_table(runs, config, settings, label)
+    comp = comparisons.comparisons_table(runs, config, settings, label, sentences)
     corr = correlations.correlations_table(runs, config, settings, label)
-    table = claims.claims_table(runs, config, settings, comp, corr, source)
+    table = claims.claims_table(runs, config, settings, comp, corr, source, sentences)
     own = evidence_baselines(entry["runs"], baselines)
     return guard.guard_claims(table, runs, own, config, settings.max_failed_share)

@@ -78,3 +78,31 @@ def test_a_runs_table_of_another_vocabulary_is_guarded_by_the_baselines_beside_i
     assert evidence_baselines(study / "runs.csv", empty).equals(BASE)
     assert set(evidence_claims_table(config, FAST, empty)["verdict"]) != {guard.VERDICT}
     assert len(evidence_baselines(study / "runs.csv", other)) == len(other) + len(BASE)
+
+
+def test_the_sentences_beside_a_suites_runs_table_give_its_multibootstrap(tmp_path):
+    """A pretrained suite's collect writes sentences.npz beside runs.csv: a claim with
+    `test: multibootstrap` on that table is judged over seeds x test sentences (MultiBERTs), and
+    without the file it says the sums are missing instead of passing as Welch's test."""
+    import numpy as np
+
+    from audit.stats import multiboot
+    from audit.stats.sources import sibling_sentences
+
+    runs = runs_table({"softmax": 150.0, "mos": 100.0})
+    runs.to_csv(tmp_path / "runs.csv", index=False)
+    claim = {"id": "mos-lowers-mb", "source": "s", "statement": "mos lowers", "expect": "lower", "test": "multibootstrap",
+             "comparison": {"head_a": "mos", "head_b": "softmax", "metric": "test_ppl"}}
+    config = dict(CONFIG, comparisons=[dict(CONFIG["comparisons"][0], against=["mos"])], correlations=[],
+                  claims=[claim], evidence=[{"name": "suite", "runs": str(tmp_path / "runs.csv")}])
+    without = evidence_claims_table(config, FAST, BASE).iloc[0]
+    assert without["verdict"] == "inconclusive" and "no per-sentence test NLL" in without["reason"]
+    rng = np.random.default_rng(0)   # 30 sentences of 20 tokens whose sums give each run's test_ppl
+    keys = [(r.corpus, r.head, r.seed) for r in runs.itertuples()]
+    nll = {k: 20 * np.log(p) + rng.normal(0, 2, 30) for k, p in zip(keys, runs["test_ppl"])}
+    tokens = {k: np.full(30, 20, np.int64) for k in keys}
+    multiboot.save(multiboot.Sentences(nll, tokens), sibling_sentences(tmp_path / "runs.csv"))
+    judged = evidence_claims_table(config, FAST, BASE).iloc[0]
+    assert judged["verdict"] == "supported", judged["reason"]
+    assert "multibootstrap" in judged["estimate_name"] and judged["p_name"].startswith("multibootstrap p")
+    assert judged["ci_high"] < 0 and judged["estimate"] == pytest.approx(-50, abs=5)
