@@ -94,3 +94,34 @@ def test_a_checkpoints_table_with_a_run_twice_at_a_step_or_no_step_is_refused_na
     table.drop(columns=["step"]).to_csv(path, index=False)
     with pytest.raises(AuditError, match=r"checkpoints.csv: missing required column 'step'$"):
         C.read_checkpoints(path)
+
+
+def test_the_suites_sentences_join_the_last_checkpoint_as_they_join_the_evidence_claims(tmp_path):
+    """A real collect writes sentences.npz beside runs.csv: the final test_ppl comparison then gains
+    its multi-bootstrap test in the same Holm family (m doubles), at the last checkpoint exactly as in
+    evidence_claims, and at no earlier checkpoint (its sums are the last checkpoint's)."""
+    import numpy as np
+
+    from audit.stats import multiboot
+    from audit.stats.sources import sibling_sentences
+
+    runs = write_suite(tmp_path)
+    config = suite_config(tmp_path, runs)
+    settings = Settings.from_config(config["stats"])
+    before = C.checkpoint_trajectories(config, settings, None)
+    table = pd.read_csv(runs)
+    # 30 sentences of 20 tokens around each run's test_ppl, noisy enough that the multi-bootstrap
+    # p exceeds Welch's: Welch is then Holm's first step, tested at 1 - alpha / 2 instead of 1 - alpha
+    rng = np.random.default_rng(1)
+    keys = [(r.corpus, r.head, str(r.seed)) for r in table.itertuples()]
+    nll = {k: 20 * np.log(p) + rng.normal(0, 60, 30) for k, p in zip(keys, table["test_ppl"])}
+    multiboot.save(multiboot.Sentences(nll, {k: np.full(30, 20, np.int64) for k in keys}), sibling_sentences(runs))
+    final = evidence_claims_table(config, settings, None).set_index("claim_id").loc["fast-lowers-ppl"]
+    after = C.checkpoint_trajectories(config, settings, None)
+    at = lambda t, step: t[(t["claim_id"] == "fast-lowers-ppl") & (t["step"] == step)].iloc[0]  # noqa: E731
+    assert "1 multi-bootstrap" in final["p_name"]                       # the family the file makes
+    assert (at(before, STEPS[-1])["ci_level"], final["ci_level"]) == (0.95, 0.975)
+    for column in ("verdict", "p_adj", "ci_low", "ci_high", "ci_level"):
+        assert at(after, STEPS[-1])[column] == pytest.approx(final[column], rel=1e-12), column
+    for step in STEPS[:-1]:
+        assert at(after, step)["ci_level"] == at(before, step)["ci_level"] == 0.95
