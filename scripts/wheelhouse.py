@@ -1,16 +1,16 @@
 """Collect the wheels bottleneck-audit and its tests need on an offline GPU node, without torch.
 
     python3 scripts/wheelhouse.py DIR [--python-version 3.12] [--platform manylinux_2_28_x86_64]
-                                      [--provided "torch numpy pandas ..."]
+                                      [--provided "torch numpy pandas ..."] [--with pretrained]
 
 (``bash scripts/bootstrap --wheelhouse DIR ...`` runs this.) Run it where pip reaches a package
-index. The project's requirements (pyproject.toml, with the ``test`` extra) are resolved with
-this machine's pip; the packages the node already has (``--provided``: torch and the scientific
+index. The project's requirements (pyproject.toml, with the ``test`` extra but not the
+``pretrained`` source's packages unless ``--with pretrained``) are resolved with this machine's pip; the packages the node already has (``--provided``: torch and the scientific
 stack of the GPU node of docs/gpus.md), and whatever only they need, are left out; every other package is
 downloaded as a wheel for the node's Python and platform, or, where its index has only a source
 archive, built here into a wheel, which must then be pure Python (any platform). ``DIR`` gets the
 wheels and ``requirements.txt`` with their pins; ``bash scripts/bootstrap --offline DIR`` installs
-from it with pip's index turned off.
+those pins and the project (``-e .``) with pip's index turned off.
 """
 
 from __future__ import annotations
@@ -37,15 +37,35 @@ NODE_PROVIDED = "torch numpy pandas scipy statsmodels matplotlib"
 NODE_PYTHON = "3.12"
 NODE_PLATFORM = "manylinux_2_28_x86_64"
 EXTRA_ROOTS = ["setuptools>=68"]   # pyproject's build backend: `pip install -e .` with no index needs it
+# left out unless asked for (--with pretrained): transformers and the hub client are about 18 MiB of
+# wheels, which with the rest (about 37 MiB) and the smoke study's data would not fit the 64 MiB a
+# device run carries; gpu-check and the trained studies never import them
+LEFT_OUT = ("pretrained",)
 
 
 def canon(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def requirements() -> list[str]:
+def requirements(skip: set[str] = frozenset(LEFT_OUT)) -> list[str]:
+    """The dependencies and the test extra. An extra that the test extra names through the project
+    itself (``bottleneck-audit[pretrained]``) is replaced by its requirements, or left out when in
+    ``skip``: the project is on no index, so pip could not resolve it by name."""
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    return project["dependencies"] + project["optional-dependencies"]["test"] + EXTRA_ROOTS
+    extras, own = project["optional-dependencies"], canon(project["name"])
+    out, todo, seen = list(project["dependencies"]), ["test"], set()
+    while todo:
+        extra = todo.pop(0)
+        if extra in seen:
+            continue
+        seen.add(extra)
+        for req in extras[extra]:
+            parsed = Requirement(req)
+            if canon(parsed.name) == own:
+                todo.extend(sorted(set(parsed.extras) - set(skip)))
+            else:
+                out.append(req)
+    return out + EXTRA_ROOTS
 
 
 def resolve(reqs: list[str], tmp: Path) -> dict:
@@ -111,13 +131,20 @@ def main(argv: list[str]) -> int:
     parser.add_argument("folder")
     parser.add_argument("--python-version", default=NODE_PYTHON, help=f"the node's Python (default {NODE_PYTHON})")
     parser.add_argument("--platform", default=NODE_PLATFORM, help=f"the node's wheel platform (default {NODE_PLATFORM})")
+    parser.add_argument("--with", dest="extras", default="", metavar="EXTRAS",
+                        help=f"extras of the test extra to carry too, space-separated (left out by default: {' '.join(LEFT_OUT)})")
     parser.add_argument("--provided", default=NODE_PROVIDED,
                         help=f"packages the node has, space-separated (default: {NODE_PROVIDED!r})")
     args = parser.parse_args(argv)
+    unknown = set(args.extras.split()) - set(LEFT_OUT)
+    if unknown:
+        raise SystemExit(f"error: --with {' '.join(sorted(unknown))}: not an extra left out of the wheelhouse "
+                         f"(those are: {' '.join(LEFT_OUT)})")
     folder = Path(args.folder)
     folder.mkdir(parents=True, exist_ok=True)
     provided = {canon(n) for n in args.provided.split()} | {"torch"}   # never torch: the node's own
-    roots = [r for r in requirements() if canon(Requirement(r).name) not in provided]
+    skip = set(LEFT_OUT) - set(args.extras.split())
+    roots = [r for r in requirements(skip) if canon(Requirement(r).name) not in provided]
     with tempfile.TemporaryDirectory() as tmp:
         resolved = resolve(roots, Path(tmp))
     names = kept(resolved, roots, provided, args.python_version)

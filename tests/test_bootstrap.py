@@ -95,7 +95,8 @@ def installed(node, wheelhouse, tmp_path_factory):
 
 
 def isolated_dry_run(node, wheels: Path, repo: Path, tmp: Path) -> subprocess.CompletedProcess:
-    """pip's resolution of ``-e .[test]`` with only the node's packages and ``wheels``: a venv without
+    """pip's resolution of the wheelhouse's pins and ``-e .`` (what ``bootstrap --offline`` installs) with
+    only the node's packages and ``wheels``: a venv without
     the base interpreter's site-packages (which --system-site-packages would expose, and which on a
     machine like this one holds many of the tool's dependencies), the node's site added by a .pth."""
     python, node_site = node
@@ -105,7 +106,8 @@ def isolated_dry_run(node, wheels: Path, repo: Path, tmp: Path) -> subprocess.Co
                tmp, clean_env()).stdout.strip()
     Path(site, "node.pth").write_text(f"{node_site}\n")
     return subprocess.run([str(python), "-m", "pip", "--python", str(iso / "bin" / "python"), "install", "--dry-run",
-                           "--quiet", "--report", str(tmp / "report.json"), "--find-links", str(wheels), "-e", ".[test]"],
+                           "--quiet", "--report", str(tmp / "report.json"), "--find-links", str(wheels),
+                           "-r", str(wheels / "requirements.txt"), "-e", "."],
                           cwd=repo, env=offline_env(), capture_output=True, text=True, timeout=300)
 
 
@@ -190,3 +192,24 @@ print(wheelhouse["kept"](resolved, ["a"], {{"torch"}}, "3.12"))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=clean_env())
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == "['a', 'c', 'd']"  # not b (marker), not torch nor e (only the node's torch needs it)
+
+
+def test_the_test_extras_project_self_reference_is_expanded_or_left_out():
+    """pyproject's test extra names ``bottleneck-audit[pretrained]``; the project is on no index, so the
+    wheelhouse resolves that extra's own requirements, and by default leaves them out (the carry budget)."""
+    import runpy
+    import tomllib
+
+    wheelhouse = runpy.run_path(str(REPO / "scripts" / "wheelhouse.py"))
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert "bottleneck-audit[pretrained]" in extras["test"]           # the case this test is about
+    names = lambda reqs: {wheelhouse["canon"](wheelhouse["Requirement"](r).name) for r in reqs}  # noqa: E731
+    default, full = names(wheelhouse["requirements"]()), names(wheelhouse["requirements"](set()))
+    pretrained = names(extras["pretrained"])
+    assert "bottleneck-audit" not in default | full
+    assert {"pytest", "snakemake", "deepsig"} <= default and not default & pretrained
+    assert full - default == pretrained
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "wheelhouse.py"), "/nonexistent/wh", "--with", "docs"],
+                          capture_output=True, text=True, env=clean_env())
+    assert proc.returncode != 0 and proc.stderr.strip().splitlines()[-1] == (
+        "error: --with docs: not an extra left out of the wheelhouse (those are: pretrained)")
