@@ -26,7 +26,6 @@ TOST p and the CI over the combinations, and their count, are shown.
 
 from __future__ import annotations
 
-import gc
 import itertools
 import math
 from dataclasses import dataclass
@@ -183,20 +182,14 @@ def check_family(table: pd.DataFrame, family: str, n_range, settings, limit: int
     combos, counted = combinations(sets, settings.bootstrap_seed, limit)
     cache: dict = {}
     rows = []
-    # statsmodels' Holm (multipletests) calls gc.collect() on every call, ~70 ms over the whole
-    # heap, twice per finalize; frozen, the collections scan only what the loop allocates
-    gc.freeze()
-    try:
-        for combo in combos:
-            recs = list(base)
-            for i, (n_a, n_b) in zip(todo, combo):
-                pos = idx.index(i)
-                if (i, n_a, n_b) not in cache:
-                    cache[(i, n_a, n_b)] = _at(base[pos], n_a, n_b, settings)
-                recs[pos] = {**base[pos], **cache[(i, n_a, n_b)]}
-            rows.append(records(finalize(recs, settings)))
-    finally:
-        gc.unfreeze()
+    for combo in combos:
+        recs = list(base)
+        for i, (n_a, n_b) in zip(todo, combo):
+            pos = idx.index(i)
+            if (i, n_a, n_b) not in cache:
+                cache[(i, n_a, n_b)] = _at(base[pos], n_a, n_b, settings)
+            recs[pos] = {**base[pos], **cache[(i, n_a, n_b)]}
+        rows.append(records(finalize(recs, settings)))
     return FamilyCheck(idx, todo, kept, combos, counted, rows)
 
 
