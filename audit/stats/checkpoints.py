@@ -29,8 +29,7 @@ from pathlib import Path
 import pandas as pd
 
 from audit.stats.io import CHECKPOINT_KEY, Settings, load_runs
-from audit.stats import multiboot
-from audit.stats.sources import judge_evidence, sibling_sentences
+from audit.stats.sources import evidence_sentences, judge_evidence
 from audit.stats.trajectory import KEYS, claim_metric, claim_reads, claim_rows
 from audit.stats.trajectory_marks import GROUP, Axis, trace_marks
 
@@ -114,13 +113,12 @@ def entry_trajectory(entry: dict, config: dict, settings: Settings, baselines: p
             steps = set.intersection(*(set(measured_steps(checkpoints, m)) for m in claim_reads(claim, config)))
             traced[claim["id"]] = (claim, claim_metric(claim, config), steps)
     rows, steps = [], sorted(checkpoints["step"].unique())
-    found = sibling_sentences(entry["runs"])
     for step in steps:
         at = runs_at_step(runs, checkpoints, step)
         revision = checkpoints.loc[checkpoints["step"] == step, "revision"].iloc[0] if "revision" in checkpoints else ""
         # the per-sentence NLL beside the runs table is the last checkpoint's: its multi-bootstrap
         # tests join their Holm family there, as in the evidence claims table, and nowhere earlier
-        sentences = multiboot.load(found) if step == steps[-1] and found.is_file() else None
+        sentences = evidence_sentences(entry["runs"]) if step == steps[-1] else None
         table = judge_evidence(at, entry, config, settings, baselines, source, sentences)
         here = {k: v for k, v in traced.items() if step in v[2]}   # its metrics measured at this step
         rows += [dict(row, evidence_source=entry["name"], look="", step=float(step), revision=revision, data=DATA)

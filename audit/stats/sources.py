@@ -62,6 +62,12 @@ def sibling_sentences(runs: str | Path) -> Path:
     return Path(runs).parent / "sentences.npz"
 
 
+def evidence_sentences(runs: str | Path) -> multiboot.Sentences | None:
+    """The per-sentence test NLL beside the runs table ``runs`` (``sibling_sentences``), or None."""
+    found = sibling_sentences(runs)
+    return multiboot.load(found) if found.is_file() else None
+
+
 def evidence_baselines(runs: str | Path, baselines: pd.DataFrame | None) -> pd.DataFrame | None:
     """This study's baselines joined by those beside the runs table ``runs``, when there are any.
 
@@ -88,8 +94,7 @@ def evidence_claims_table(config: dict, settings: Settings, baselines: pd.DataFr
     tables = []
     for entry in config.get("evidence") or []:
         runs = load_runs(entry["runs"])
-        found = sibling_sentences(entry["runs"])   # the final checkpoint's, for a suite: these runs'
-        sentences = multiboot.load(found) if found.is_file() else None
+        sentences = evidence_sentences(entry["runs"])   # the final checkpoint's, for a suite: these runs'
         table = judge_evidence(runs, entry, config, settings, baselines, source, sentences)
         tables.append(table.assign(evidence_source=entry["name"], evidence_design=design_of(runs))[COLUMNS])
     return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=COLUMNS)
