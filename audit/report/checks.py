@@ -32,12 +32,14 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from audit.stats.decision import Gate
 from audit.stats.gates import DROP_KINDS, drop_kind
 from audit.stats.io import Settings
 
 COLUMNS = ["kind", "corpus", "head", "seed", "metric", "detail"]
-_KIND_TEXT = {"not run": "not run (an arm has no runs)", "too few seeds": "with too few seeds",
-              "runs failed": "with too few seeds left by failed runs", "undefined": "with an undefined p-value"}
+_KIND_TEXT = {Gate.NOT_RUN: "not run (an arm has no runs)", Gate.TOO_FEW_SEEDS: "with too few seeds",
+              Gate.RUNS_FAILED: "with too few seeds left by failed runs",
+              Gate.UNDEFINED: "with an undefined p-value"}
 
 
 def _row(kind: str, detail: str, corpus="", head="", seed="", metric="") -> dict:
@@ -188,7 +190,7 @@ def _exclusions(comparisons: pd.DataFrame | None, correlations: pd.DataFrame | N
                 out = group[~np.isfinite(pd.to_numeric(group["p_adj"], errors="coerce"))]
                 # a guarded row's reason ends with what the test alone gave (audit.stats.guard)
                 tested = [r.split("; the test alone: ", 1)[-1] for r in out["reason"].fillna("")]
-                kinds = [drop_kind(r) or "undefined" for r in tested]
+                kinds = [drop_kind(r) or Gate.UNDEFINED for r in tested]
                 why = ", ".join(f"{kinds.count(k)} {_KIND_TEXT[k]}" for k in DROP_KINDS if k in kinds)
                 rows.append(_row("excluded", f"{int(count)} comparison(s) dropped from family {family} before "
                                  f"the {group['adj_method'].iloc[0]} correction: {why}"))

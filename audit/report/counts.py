@@ -11,32 +11,29 @@ are read by the reason's head, as they were then.
 
 from __future__ import annotations
 
-UNTESTED = ("not run", "untestable")   # gates of a claim this study cannot test at all
+from audit.stats.decision import CONTROLS, Gate, Role, Verdict
 
 
-def gate(claim: dict) -> str:
-    """The row's gate ('tested' or why not)."""
+def gate(claim: dict) -> Gate:
+    """The row's gate (tested, or why not)."""
     value = claim.get("gate")
-    if isinstance(value, str) and value:
-        return value
-    head = str(claim.get("reason") or "").split(":", 1)[0].strip()
-    return head if head in UNTESTED else "tested"
+    return Gate(value) if isinstance(value, str) and value else Gate.of(claim.get("reason"))
 
 
 def is_control(claim: dict) -> bool:
     """Whether the row is a control (a claim that holds by construction), whatever its verdict."""
     role = claim.get("role")
     if isinstance(role, str) and role:
-        return role == "control"
-    return str(claim.get("verdict") or "").startswith("control_")
+        return Role(role) is Role.CONTROL
+    return Verdict.of(claim.get("verdict")) in CONTROLS
 
 
 def split(claims: list[dict]) -> dict[str, list[dict]]:
     """``claims`` (evidence the page can judge: tested or not yet decided), ``untested`` (evidence
     that this study cannot test: not run, untestable) and ``controls`` (every control row)."""
     evidence = [c for c in claims if not is_control(c)]
-    return {"claims": [c for c in evidence if gate(c) not in UNTESTED],
-            "untested": [c for c in evidence if gate(c) in UNTESTED],
+    return {"claims": [c for c in evidence if not gate(c).untested],
+            "untested": [c for c in evidence if gate(c).untested],
             "controls": [c for c in claims if is_control(c)]}
 
 
@@ -44,6 +41,6 @@ def counts(claims: list[dict]) -> dict[str, int]:
     """verdict -> rows; a control without a test counts by its gate ('not run', 'untestable')."""
     out: dict[str, int] = {}
     for claim in claims:
-        key = gate(claim) if is_control(claim) and gate(claim) in UNTESTED else str(claim["verdict"])
+        key = str(gate(claim)) if is_control(claim) and gate(claim).untested else str(claim["verdict"])
         out[key] = out.get(key, 0) + 1
     return out

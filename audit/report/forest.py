@@ -24,12 +24,13 @@ import pandas as pd
 
 from audit.plots import RC, empty_svg, plt, to_svg
 from audit.report.levels import distinct, level
+from audit.stats.decision import Verdict
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 REQUIRED = ("family", "metric", "head_a", "head_b", "diff", "diff_ci_low", "diff_ci_high", "p_adj")
-NOT_INFORMATIVE = "not_informative"   # audit.stats.guard.VERDICT (not imported: the stats stack is heavier)
-DIFFERENCE = ("a_better", "b_better")  # the verdicts of a difference (audit.stats.decision.Verdict)
+NOT_INFORMATIVE = Verdict.NOT_INFORMATIVE   # withheld by the guard (audit.stats.guard.VERDICT)
+DIFFERENCE = (Verdict.A_BETTER, Verdict.B_BETTER)  # the verdicts of a difference
 
 
 def _float(value) -> float:

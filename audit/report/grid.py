@@ -20,6 +20,7 @@ from matplotlib.patches import Rectangle
 
 from audit.errors import AuditError
 from audit.plots import RC, empty_svg, head_colours, panels, plt, to_svg
+from audit.stats.decision import Gate
 
 GRID_PREFIX = "grid_"
 METRICS = ("test_ppl", "valid_ppl", "train_ppl", "gap", "press_rank", "n_params")
@@ -213,7 +214,7 @@ def _heatmap(fig, ax, cells: pd.DataFrame, keys: list[str], metric: str, cmap_na
     rows = sorted(cells[keys[0]].unique())
     cols = sorted(cells[keys[1]].unique())
     values = np.full((len(rows), len(cols)), np.nan)
-    notes = np.full(values.shape, "not run", dtype=object)
+    notes = np.full(values.shape, str(Gate.NOT_RUN), dtype=object)
     for r in cells.to_dict("records"):
         i, j = rows.index(r[keys[0]]), cols.index(r[keys[1]])
         value = r[f"{metric}_mean"]

@@ -18,8 +18,9 @@ The table keeps one row per (claim, corpus) with its own verdicts (``group``: th
 from __future__ import annotations
 
 import re
+from audit.stats.decision import Verdict
 
-DECISIVE = ("supported", "contradicted", "equivalent")
+DECISIVE = (Verdict.SUPPORTED, Verdict.CONTRADICTED, Verdict.EQUIVALENT)
 
 
 def size_groups(claims: list[dict]) -> dict[str, tuple[str, str]]:

@@ -25,6 +25,7 @@ from audit.plots import EMPTY_MARK
 from audit.report import counts, levels
 from audit.report.scales import page_matrix as cross_scale   # the verdict matrix's page view
 from audit.report.trajectories import page_marks
+from audit.stats.decision import CONTROLS, Verdict
 
 SECTION_TITLES = [  # anchor -> table-of-contents entry, in page order
     ("scales", "Every claim at every scale"), ("published", "Published evidence"), ("verdicts", "Verdicts"), ("results", "Results per corpus"), ("comparisons", "Comparisons"),
@@ -257,7 +258,7 @@ def study_kind(present: dict) -> str:
     return (" and ".join(kinds) if kinds else "nothing to show") + ": no language model trained"
 
 
-VERDICT_LABELS = {"not_informative": "not informative"}   # the reason says why (audit.stats.guard)
+VERDICT_LABELS = {Verdict.NOT_INFORMATIVE: "not informative"}   # the reason says why (audit.stats.guard)
 VERDICT_LABELS["not_informative_at_scale"] = "not informative at this scale"   # audit.stats.one_sample_claims.SCALE_VERDICT
 VERDICT_LABELS.update(control_passed="control passed (holds by construction)",   # audit.stats.controls
                       control_failed="control failed (holds by construction)",
@@ -275,6 +276,8 @@ def environment() -> jinja2.Environment:
     env.filters.update(fmt=fmt, sig=fmt_sig, p=fmt_p, sortkey=sort_key, verdict=verdict_text, level=levels.level,
                        heading=levels.heading)   # every printed level is a row's ci_level (audit.report.levels)
     env.globals.update(ci=fmt_ci, slug=slug, finite=finite, rank_label=rank_label, own_level=levels.own)
+    # a row's role and verdict read as the records' enums (audit.stats.decision), never by text
+    env.tests.update(control_row=counts.is_control, control_verdict=lambda v: Verdict.of(v) in CONTROLS)
     return env
 
 

@@ -29,12 +29,13 @@ import numpy as np
 import pandas as pd
 
 from audit.report import groups
-from audit.report.counts import is_control
+from audit.report.counts import gate, is_control
 from audit.report.levels import level  # an interval's level as every cell prints it: 0.9 -> '90% CI'
 from audit.stats.guard import ALONE, LABEL, MAX_FAILED_SHARE, VERDICT, arm_status
+from audit.stats.decision import CONTROLS, Gate, Verdict
 
 SCALE_ROW = "scale"
-DECISIVE = ("supported", "contradicted", "equivalent")
+DECISIVE = (Verdict.SUPPORTED, Verdict.CONTRADICTED, Verdict.EQUIVALENT)
 # the published numbers' scale: the papers' AWD-LSTM settings (configs/paper-ptb.yaml,
 # configs/paper-wt2.yaml; a test checks the PTB figures against that file)
 PUBLISHED_SCALE = ("papers' settings: d = 400 (MoS: 280), V = 10,000 (PTB) / 33,278 (WT2), "
@@ -55,7 +56,7 @@ def cell(claim: dict) -> str:
     (none for a claim not run); a guarded claim's cell starts with the guard's reason."""
     verdict, reason = str(claim["verdict"]), str(claim.get("reason") or "")
     text = verdict.replace("_", " ")
-    if is_control(claim) and not verdict.startswith("control_"):   # not run, untestable, withheld
+    if is_control(claim) and Verdict.of(verdict) not in CONTROLS:   # not run, untestable, withheld
         text = f"control (holds by construction), {text}"
     if verdict == VERDICT and ALONE in reason:   # why the page does not stand behind it, then the test
         why, _, alone = reason.partition(ALONE)
@@ -149,12 +150,13 @@ def cross_scale_table(sources: list[tuple], claims_config: list[dict] | None = N
     out = [dict(claim_id=SCALE_ROW, corpus="", statement="the scale each source speaks for")]
     columns = ["claim_id", "corpus", "statement", "agreement"]
     for name, table, scale, prefix, design in sources:
-        columns += [f"verdict__{name}", f"cell__{name}", f"anchor__{name}", f"design__{name}"]
+        columns += [f"verdict__{name}", f"cell__{name}", f"anchor__{name}", f"design__{name}", f"gate__{name}"]
         out[0].update({f"verdict__{name}": "", f"cell__{name}": scale, f"anchor__{name}": "",
-                       f"design__{name}": design})
+                       f"design__{name}": design, f"gate__{name}": ""})
         for claim in table.to_dict("records"):
             row = rows[(str(claim["claim_id"]), str(claim["corpus"]))]
             row.update({f"verdict__{name}": claim["verdict"], f"cell__{name}": cell(claim),
+                        f"gate__{name}": str(gate(claim)),
                         f"anchor__{name}": prefix + _slug(claim["claim_id"], claim["corpus"]) if prefix else ""})
     for row in rows.values():
         decisive = {name: row.get(f"verdict__{name}") for name, *_ in sources
@@ -180,9 +182,14 @@ def page_matrix(table: pd.DataFrame | None) -> dict | None:
     table = table.astype(object).fillna("")  # object first: pandas 3 refuses "" in a float column
     sources = [c[len("verdict__"):] for c in table.columns if c.startswith("verdict__")]
 
+    def shown(row, s):   # the badge: a cell whose claim was not run says so, whatever its verdict
+        value = row.get(f"gate__{s}") or Gate.of(str(row[f"cell__{s}"]).partition(": ")[2])  # older tables: none
+        return "not_run" if Gate(value) is Gate.NOT_RUN else str(row[f"verdict__{s}"])
+
     def cells(row):
-        return [{"verdict": str(row[f"verdict__{s}"]), "text": str(row[f"cell__{s}"]),
-                 "anchor": str(row[f"anchor__{s}"]), "members": []} for s in sources]
+        return [{"verdict": str(row[f"verdict__{s}"]), "shown": shown(row, s), "text": str(row[f"cell__{s}"]),
+                 "detail": str(row[f"cell__{s}"]).partition(": ")[2], "anchor": str(row[f"anchor__{s}"]),
+                 "members": []} for s in sources]
 
     rows = table.to_dict("records")
     scale = next((r for r in rows if r["claim_id"] == SCALE_ROW), None)

@@ -19,11 +19,12 @@ import pandas as pd
 from audit.plots import RC, empty_svg, head_colours, plt, to_svg
 from audit.report import levels
 from audit.stats.trajectory_marks import share_words
+from audit.stats.decision import Verdict
 
 # the badges' colours (templates/_audit.css.j2), stronger for a point on a white axis
-VERDICT_COLOURS = {"supported": "#1e8a44", "a_better": "#1e8a44", "b_better": "#1e8a44",
-                   "contradicted": "#c0282d", "equivalent": "#2f6db5", "inconclusive": "#d9a400",
-                   "not_informative": "#888888"}
+VERDICT_COLOURS = {Verdict.SUPPORTED: "#1e8a44", Verdict.A_BETTER: "#1e8a44", Verdict.B_BETTER: "#1e8a44",
+                   Verdict.CONTRADICTED: "#c0282d", Verdict.EQUIVALENT: "#2f6db5", Verdict.INCONCLUSIVE: "#d9a400",
+                   Verdict.NOT_INFORMATIVE: "#888888"}
 OTHER = "#bbbbbb"
 COLUMNS = 3   # small multiples per row
 

@@ -32,6 +32,7 @@ from audit.stats.io import CHECKPOINT_KEY, Settings, load_runs
 from audit.stats.sources import evidence_sentences, judge_evidence
 from audit.stats.trajectory import KEYS, claim_metric, claim_reads, claim_rows
 from audit.stats.trajectory_marks import GROUP, Axis, trace_marks
+from audit.stats.decision import Gate
 
 CHECKPOINTS = Axis(order="step", at="step", per=1e4, per_words="10,000 steps", points="checkpoints",
                    position="step {:,.0f}", group=("evidence_source", *GROUP), traced_as=None,
@@ -82,7 +83,7 @@ def measured_steps(checkpoints: pd.DataFrame, metric: str) -> list[float]:
 def untraced_reason(claim: dict, config: dict, checkpoints: pd.DataFrame) -> str:
     """Why a claim has no trajectory over the checkpoints ('' when it has one)."""
     if "untestable" in claim:
-        return "untestable: no verdict to trace"
+        return Gate.UNTESTABLE.because("no verdict to trace")
     if "comparison" in claim and claim.get("test", "welch") == "multibootstrap":
         return "not traced: its multi-bootstrap resamples per-sentence NLL, which the suite keeps for its final checkpoint only"
     metrics = claim_reads(claim, config)

@@ -68,7 +68,7 @@ from audit.config import check_section
 from audit.stats import multiboot
 from audit.stats.comparisons import default_lower_is_better, finalize, make_row
 from audit.stats.controls import as_control
-from audit.stats.decision import Rule, decides, stamped
+from audit.stats.decision import Gate, Rule, Verdict, decides, stamped
 from audit.stats.io import Settings, absent_later, arm
 from audit.stats.one_sample_claims import holm_with_one_sample, one_sample_claim_row, one_sample_evidence
 
@@ -107,8 +107,8 @@ def judge_comparison(expect: str, row: dict, settings: Settings) -> tuple[str, s
     difference's otherwise.
     """
     welch, tost = _welch_shown(row), _tost_shown(row)
-    if row["verdict"] == "inconclusive" and not np.isfinite(row["p_adj"]):
-        return "inconclusive", row["reason"], welch   # not run, too few seeds, runs failed, undefined
+    if row["verdict"] == Verdict.INCONCLUSIVE and not np.isfinite(row["p_adj"]):
+        return Verdict.INCONCLUSIVE, row["reason"], welch   # not run, too few seeds, runs failed, undefined
     differ = decides(Rule.EXCLUDES, welch["ci_low"], welch["ci_high"])
     lower, higher = differ and row["diff"] < 0, differ and row["diff"] > 0
     equiv = decides(Rule.INSIDE, tost["ci_low"], tost["ci_high"], margin=tost["margin"])
@@ -116,18 +116,18 @@ def judge_comparison(expect: str, row: dict, settings: Settings) -> tuple[str, s
     if expect in ("lower", "higher"):
         hit, miss = (lower, higher) if expect == "lower" else (higher, lower)
         if hit or miss:
-            return ("supported" if hit else "contradicted"), why, welch
-        return ("equivalent", why, tost) if equiv else ("inconclusive", why, welch)
+            return (Verdict.SUPPORTED if hit else Verdict.CONTRADICTED), why, welch
+        return (Verdict.EQUIVALENT, why, tost) if equiv else (Verdict.INCONCLUSIVE, why, welch)
     if expect == "equivalent":
         if equiv:
-            return "supported", why, tost
-        return ("contradicted", why, welch) if differ else ("inconclusive", why, tost)
+            return Verdict.SUPPORTED, why, tost
+        return (Verdict.CONTRADICTED, why, welch) if differ else (Verdict.INCONCLUSIVE, why, tost)
     bad, good = (lower, higher) if expect == "not_lower" else (higher, lower)
     if good:
-        return "supported", why, welch
+        return Verdict.SUPPORTED, why, welch
     if equiv:
-        return "supported", why, tost
-    return ("contradicted", why, welch) if bad else ("inconclusive", why, welch)
+        return Verdict.SUPPORTED, why, tost
+    return (Verdict.CONTRADICTED, why, welch) if bad else (Verdict.INCONCLUSIVE, why, welch)
 
 
 def judge_correlation(expect: str, r: float, p: float, n: int, settings: Settings,
@@ -142,37 +142,37 @@ def judge_correlation(expect: str, r: float, p: float, n: int, settings: Setting
     straddles it.
     """
     if n < settings.min_seeds:
-        return "inconclusive", f"too few seeds: n={n} points < min_seeds={settings.min_seeds}"
+        return Verdict.INCONCLUSIVE, Gate.TOO_FEW_SEEDS.because(f"n={n} points < min_seeds={settings.min_seeds}")
     if expect == "weak":
         return judge_weak(r, ci, weak_below)
     low, high = ci if ci is not None else (math.nan, math.nan)
     if not (np.isfinite(p) and np.isfinite(low) and np.isfinite(high)):
-        return "inconclusive", "undefined: constant variable or too few points for the Fisher z interval"
+        return Verdict.INCONCLUSIVE, Gate.UNDEFINED.because("constant variable or too few points for the Fisher z interval")
     if not decides(Rule.EXCLUDES, low, high):
-        return "inconclusive", (f"not significant ({p_name}={p:.3g}; its interval holds 0); absence of "
+        return Verdict.INCONCLUSIVE, (f"not significant ({p_name}={p:.3g}; its interval holds 0); absence of "
                                 "correlation is not shown")
     why = f"r={r:.3g}, {p_name}={p:.3g} < {settings.alpha:g} (its interval excludes 0)"
     if expect == "nonzero" or (r > 0) == (expect == "positive"):
-        return "supported", why
-    return "contradicted", why
+        return Verdict.SUPPORTED, why
+    return Verdict.CONTRADICTED, why
 
 
 def judge_weak(r: float, ci: tuple[float, float] | None, weak_below: float | None) -> tuple[str, str]:
     """Verdict of "the correlation is weak": the CI of |r| against the declared threshold."""
     if weak_below is None:
-        return "inconclusive", "expect: weak needs weak_below (the threshold of a weak |r|) in the claim"
+        return Verdict.INCONCLUSIVE, "expect: weak needs weak_below (the threshold of a weak |r|) in the claim"
     low, high = ci if ci is not None else (math.nan, math.nan)
     if not (np.isfinite(low) and np.isfinite(high)):
-        return "inconclusive", "undefined: no interval for r (too few points or r undefined)"
+        return Verdict.INCONCLUSIVE, Gate.UNDEFINED.because("no interval for r (too few points or r undefined)")
     # interval of |r| from the interval of r: [0, max] when it holds 0
     abs_low = 0.0 if low <= 0 <= high else min(abs(low), abs(high))
     abs_high = max(abs(low), abs(high))
     why = f"r={r:.3g}, CI of |r| [{abs_low:.3g}, {abs_high:.3g}] against weak below {weak_below:g}"
     if abs_high < weak_below:
-        return "supported", why
+        return Verdict.SUPPORTED, why
     if abs_low >= weak_below:
-        return "contradicted", why
-    return "inconclusive", why + ": the interval straddles the threshold"
+        return Verdict.CONTRADICTED, why
+    return Verdict.INCONCLUSIVE, why + ": the interval straddles the threshold"
 
 
 def resolve(claim: dict, runs: pd.DataFrame, corpus: str) -> dict:
@@ -208,8 +208,9 @@ def params_mismatch(claim: dict, runs: pd.DataFrame, corpus: str) -> str | None:
     a, b = medians
     if not (np.isfinite(a) and np.isfinite(b)) or abs(a - b) <= tol * b:
         return None   # an arm without runs gets its own "not run" reason downstream
-    return (f"not run: the claim compares arms of the same parameter count, but {comp['head_a']} has "
-            f"{a:,.0f} and {comp['head_b']} {b:,.0f} (differ by {abs(a - b) / b:.1%} > same_params {tol:g})")
+    return Gate.NOT_RUN.because(f"the claim compares arms of the same parameter count, but {comp['head_a']} has "
+                                f"{a:,.0f} and {comp['head_b']} {b:,.0f} (differ by {abs(a - b) / b:.1%} > "
+                                f"same_params {tol:g})")
 
 
 def find_row(comparisons: pd.DataFrame, claim: dict, corpus: str):
@@ -249,15 +250,15 @@ def multiboot_evidence(row: dict, settings: Settings) -> dict:
     ``min_seeds`` keeps the Welch row's "too few seeds" reason. A row without ``mb_*`` columns
     (the published record: summary rows have no per-sentence NLL) is inconclusive, saying so."""
     if "mb_diff" not in row:
-        return dict(row, tost_p_adj=math.nan, p_adj=math.nan, verdict="inconclusive",
-                    reason="not run: the multibootstrap needs per-sentence test NLL, which summary rows lack")
+        return dict(row, tost_p_adj=math.nan, p_adj=math.nan, verdict=Verdict.INCONCLUSIVE,
+                    reason=Gate.NOT_RUN.because("the multibootstrap needs per-sentence test NLL, which summary rows lack"))
     out = dict(row, tost_p_adj=math.nan, diff=row["mb_diff"], p_adj=row["mb_p_adj"],
                diff_ci_low=row["mb_ci_low"], diff_ci_high=row["mb_ci_high"], ci_level=row["mb_ci_level"],
                ci_how=f"{row['mb_ci_level']:.4g}: the level of its Holm step (family of m = {row['family_size']:g})", tost_ci_low=math.nan, tost_ci_high=math.nan, tost_ci_level=math.nan)
-    if not np.isfinite(row["p_adj"]) and row["verdict"] == "inconclusive" and not str(row["reason"]).startswith("undefined"):
+    if not np.isfinite(row["p_adj"]) and row["verdict"] == Verdict.INCONCLUSIVE and Gate.of(row["reason"]) is not Gate.UNDEFINED:
         return dict(out, p_adj=math.nan)   # not run, too few seeds, runs failed: as the Welch row says
     if not np.isfinite(row["mb_p_adj"]):
-        return dict(out, p_adj=math.nan, verdict="inconclusive", reason=f"undefined: multibootstrap {row['mb_note']}")
+        return dict(out, p_adj=math.nan, verdict=Verdict.INCONCLUSIVE, reason=Gate.UNDEFINED.because(f"multibootstrap {row['mb_note']}"))
     p, alpha = row["mb_p_adj"], settings.alpha
     out["reason"] = (f"multibootstrap p_adj={p:.3g} {'<' if p < alpha else '>='} {alpha:g} "
                      f"(its {row['mb_ci_level']:.4g} CI [{row['mb_ci_low']:.4g}, {row['mb_ci_high']:.4g}]; "
@@ -287,8 +288,8 @@ def claims_table(runs: pd.DataFrame, config: dict, settings: Settings,
         for corpus in [str(c) for c in claim.get("corpora") or all_corpora]:
             row = dict(base, corpus=corpus)
             if "untestable" in claim:
-                rows.append(dict(row, kind="untestable", verdict="inconclusive", evidence_table="",
-                                 reason=f"untestable: {claim['untestable']}"))
+                rows.append(dict(row, kind="untestable", verdict=Verdict.INCONCLUSIVE, evidence_table="",
+                                 reason=Gate.UNTESTABLE.because(str(claim["untestable"]))))
                 continue
             if "comparison" in claim:
                 row.update(kind="comparison")
@@ -296,12 +297,12 @@ def claims_table(runs: pd.DataFrame, config: dict, settings: Settings,
                 comp = resolved["comparison"]
                 mismatch = params_mismatch(resolved, runs, corpus)
                 if mismatch:
-                    rows.append(dict(row, verdict="inconclusive", evidence_table="", reason=mismatch))
+                    rows.append(dict(row, verdict=Verdict.INCONCLUSIVE, evidence_table="", reason=mismatch))
                     continue
                 if comp["metric"] not in runs.columns:
-                    rows.append(dict(row, verdict="inconclusive", evidence_table="",
+                    rows.append(dict(row, verdict=Verdict.INCONCLUSIVE, evidence_table="",
                                      reason=absent_later(runs, comp["metric"])
-                                     or f"not run: the runs table has no column {comp['metric']!r}"))
+                                     or Gate.NOT_RUN.because(f"the runs table has no column {comp['metric']!r}")))
                     continue
                 found, flipped = find_row(comparisons, resolved, corpus)
                 if found is not None:
@@ -370,8 +371,8 @@ def _correlation_row(row: dict, claim: dict, corpus: str, correlations: pd.DataF
         hit = correlations[(correlations["name"] == spec["name"]) & (correlations["corpus"] == corpus)
                            & (correlations["level"] == level) & (correlations["restriction"] == "none")]
     if hit is None or hit.empty:
-        return dict(row, verdict="inconclusive",
-                    reason=f"not run: correlation {spec['name']!r} is not declared for corpus {corpus!r} in the study config")
+        return dict(row, verdict=Verdict.INCONCLUSIVE,
+                    reason=Gate.NOT_RUN.because(f"correlation {spec['name']!r} is not declared for corpus {corpus!r} in the study config"))
     ev = hit.iloc[0]
     r = ev["pearson_r" if method == "pearson" else "spearman_rho"]
     p = ev[f"{method}_z_p"]

@@ -38,7 +38,7 @@ import pandas as pd
 from audit.config import check_section
 from audit.errors import AuditError
 from audit.stats import aso, multiboot, power, tests
-from audit.stats.decision import Rule, comparison_records, decides
+from audit.stats.decision import Gate, Rule, Verdict, comparison_records, decides
 from audit.stats.families import adjust_family, as_columns, records
 from audit.stats.gates import DROP_KINDS, drop_kind, eligible
 from audit.stats.io import Settings, absent_later, arm, require_metric
@@ -157,17 +157,17 @@ def verdict(row: dict, settings: Settings) -> tuple[str, str]:
     """
     alpha = settings.alpha
     if row.get("not_run"):
-        return "inconclusive", row["not_run"]
+        return Verdict.INCONCLUSIVE, row["not_run"]
     n_a, n_b = row["n_a"], row["n_b"]
     if min(n_a, n_b) < settings.min_seeds:
         failed = row["n_failed_a"] + row["n_failed_b"]
         short = f"n_a={n_a}, n_b={n_b} < min_seeds={settings.min_seeds}"
         if failed and min(n_a + row["n_failed_a"], n_b + row["n_failed_b"]) >= settings.min_seeds:
-            return "inconclusive", f"runs failed: {failed} failed runs leave {short}"
+            return Verdict.INCONCLUSIVE, Gate.RUNS_FAILED.because(f"{failed} failed runs leave {short}")
         extra = f"; {failed} runs failed" if failed else ""
-        return "inconclusive", f"too few seeds: {short}{extra}"
+        return Verdict.INCONCLUSIVE, Gate.TOO_FEW_SEEDS.because(f"{short}{extra}")
     if not np.isfinite(row["p_adj"]):
-        return "inconclusive", row.get("undefined") or "undefined: Welch's test could not be computed"
+        return Verdict.INCONCLUSIVE, row.get("undefined") or Gate.UNDEFINED.because("Welch's test could not be computed")
     p, tp = row["p_adj"], row["tost_p_adj"]
     margin = row["equivalence_margin"]
     differ = decides(Rule.EXCLUDES, row["diff_ci_low"], row["diff_ci_high"])
@@ -175,22 +175,22 @@ def verdict(row: dict, settings: Settings) -> tuple[str, str]:
     where = f"its {row['ci_level']:.4g} interval {'excludes' if differ else 'holds'} 0"
     if differ:
         a_lower = row["diff"] < 0
-        v = "a_better" if a_lower == bool(row["lower_is_better"]) else "b_better"
+        v = Verdict.A_BETTER if a_lower == bool(row["lower_is_better"]) else Verdict.B_BETTER
         extra = f"; but |diff| < margin {margin:g} (tost p_adj={tp:.3g})" if inside else ""
         return v, f"welch p_adj={p:.3g} < {alpha:g} ({where}){extra}"
     if inside:
-        return "equivalent", (f"tost p_adj={tp:.3g} < {alpha:g}: |diff| < margin {margin:g} (its "
+        return Verdict.EQUIVALENT, (f"tost p_adj={tp:.3g} < {alpha:g}: |diff| < margin {margin:g} (its "
                               f"{row['tost_ci_level']:.4g} interval lies inside)")
     if not np.isfinite(margin):
-        return "inconclusive", (f"not significant (welch p_adj={p:.3g}; {where}) and no equivalence_margin "
+        return Verdict.INCONCLUSIVE, (f"not significant (welch p_adj={p:.3g}; {where}) and no equivalence_margin "
                                 "declared, so equivalence was not tested")
     power, need = row["power"], row["seeds_needed"]
     # never "power nan": both are defined whenever the Welch test is, except a need beyond the search
     need_text = f"{need:.0f} seeds per arm give" if np.isfinite(need) else "more than 10^7 seeds per arm needed for"
     tail = f"power {power:.2f} at margin {margin:g}; {need_text} {settings.power_target:g}"
     if power < settings.power_target:
-        return "inconclusive", f"underpowered: not significant (welch p_adj={p:.3g}), not equivalent (tost p_adj={tp:.3g}); {tail}"
-    return "inconclusive", f"no decision: not significant (welch p_adj={p:.3g}), not equivalent (tost p_adj={tp:.3g}); {tail}"
+        return Verdict.INCONCLUSIVE, f"underpowered: not significant (welch p_adj={p:.3g}), not equivalent (tost p_adj={tp:.3g}); {tail}"
+    return Verdict.INCONCLUSIVE, f"no decision: not significant (welch p_adj={p:.3g}), not equivalent (tost p_adj={tp:.3g}); {tail}"
 
 
 def family_note(reasons, n_multiboot: int = 0) -> str:
@@ -200,7 +200,7 @@ def family_note(reasons, n_multiboot: int = 0) -> str:
     of 2 rows'."""
     kinds = [drop_kind(r) for r in reasons]
     counts = {k: kinds.count(k) for k in DROP_KINDS if k in kinds}
-    welch = kinds.count('')
+    welch = kinds.count(None)
     text = (f"m = {welch + n_multiboot} defined tests ({welch} Welch, {n_multiboot} multi-bootstrap) "
             f"of {len(kinds)} rows" if n_multiboot else f"m = {welch} defined Welch tests of {len(kinds)} rows")
     return text + (f"; dropped: {', '.join(f'{n} {k}' for k, n in counts.items())}" if counts else "")
@@ -278,7 +278,7 @@ def make_row(runs: pd.DataFrame, family: str, corpus: str, metric: str, head_a: 
     row.update(family=family, corpus=corpus, metric=metric, head_a=head_a, head_b=head_b,
                lower_is_better=bool(lower_is_better), n_failed_a=arm_a.n_failed,
                n_failed_b=arm_b.n_failed, n_missing_a=arm_a.n_missing, n_missing_b=arm_b.n_missing,
-               not_run=(f"not run: no runs of {', '.join(missing)} in corpus {corpus!r}" if missing else ""))
+               not_run=(Gate.NOT_RUN.because(f"no runs of {', '.join(missing)} in corpus {corpus!r}") if missing else ""))
     return row
 
 

@@ -13,10 +13,10 @@ test (``not run``, ``untestable``) or another verdict (not informative) is left 
 
 from __future__ import annotations
 
-from audit.stats.decision import Gate
+from audit.stats.decision import Gate, Verdict
 
-PASSED, FAILED, UNDECIDED = "control_passed", "control_failed", "control_undecided"
-CONTROL = {"supported": PASSED, "contradicted": FAILED, "inconclusive": UNDECIDED}
+PASSED, FAILED, UNDECIDED = Verdict.CONTROL_PASSED, Verdict.CONTROL_FAILED, Verdict.CONTROL_UNDECIDED
+CONTROL = {Verdict.SUPPORTED: PASSED, Verdict.CONTRADICTED: FAILED, Verdict.INCONCLUSIVE: UNDECIDED}
 PREFIX = "by construction: "
 
 
@@ -28,11 +28,12 @@ def as_control(row: dict, claim: dict) -> dict:
     why = claim.get("by_construction")
     # the gate from the test's own reason, before a control's reason is prefixed; the guard is
     # empty until audit.stats.guard withholds the verdict
-    row = dict(row, guard=row.get("guard") or "", gate=row.get("gate") or str(Gate.of(row.get("reason"))))
+    gate = Gate(row.get("gate") or Gate.of(row.get("reason")))
+    row = dict(row, guard=row.get("guard") or "", gate=str(gate))
     if not why:
         return dict(row, role="evidence")
-    reason = str(row.get("reason") or "")
     row = dict(row, role="control")
-    if row["verdict"] not in CONTROL or reason.startswith(("not run", "untestable")):
+    verdict = Verdict.of(row["verdict"])
+    if verdict not in CONTROL or gate.untested:
         return row
-    return dict(row, verdict=CONTROL[row["verdict"]], reason=f"{PREFIX}{why}; the control: {row['verdict']}: {reason}")
+    return dict(row, verdict=CONTROL[verdict], reason=f"{PREFIX}{why}; the control: {verdict}: {row.get('reason') or ''}")

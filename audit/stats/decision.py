@@ -56,6 +56,19 @@ class Verdict(str, Enum):
     def __str__(self) -> str:   # f-strings and CSV cells print the value, never "Verdict.X"
         return self.value
 
+    @classmethod
+    def of(cls, cell) -> "Verdict | None":
+        """The verdict a table cell holds (None for an empty, NaN or unknown cell)."""
+        try:
+            return cls(str(cell))
+        except ValueError:
+            return None
+
+    @property
+    def control(self) -> bool:
+        """Whether the verdict is a control's (a claim that holds by construction)."""
+        return self in CONTROLS
+
     @property
     def decisive(self) -> bool:
         """Whether the verdict says the test decided (a difference, a side, an equivalence)."""
@@ -84,6 +97,16 @@ class Gate(str, Enum):
         """The gate a reason written by the statistics starts with (``TESTED`` for any other)."""
         head = str(reason or "").split(":", 1)[0].strip()
         return next((g for g in cls if g is not cls.TESTED and g.value == head), cls.TESTED)
+
+    def because(self, why: str) -> str:
+        """The reason of a row this gate stopped: ``"<gate>: <why>"``, the one form ``of`` reads."""
+        return f"{self.value}: {why}"
+
+    @property
+    def untested(self) -> bool:
+        """Whether this study cannot test the row at all (an arm or column absent, or the claim
+        names why no test exists), as opposed to tested, or tried on too few seeds."""
+        return self in (Gate.NOT_RUN, Gate.UNTESTABLE)
 
 
 class Rule(str, Enum):

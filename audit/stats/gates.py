@@ -2,7 +2,7 @@
 
 A row enters its Holm family only with ``stats.min_seeds`` usable runs per arm and both heads
 run (``eligible`` on a table, ``gated`` on one finalized row); every other row keeps a reason
-whose head is one of ``DROP_KINDS``. Shared by ``audit.stats.comparisons`` and
+whose gate (``audit.stats.decision.Gate``, the head of the reason) is one of ``DROP_KINDS``. Shared by ``audit.stats.comparisons`` and
 ``audit.stats.multiboot`` (which comparisons imports), so that both gate alike.
 """
 
@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import pandas as pd
 
+from audit.stats.decision import Gate
 from audit.stats.io import Settings
 
-DROP_KINDS = ("not run", "too few seeds", "runs failed", "undefined")  # why a row has no p_adj
+# why a row has no p_adj, in the order the notes count them
+DROP_KINDS = (Gate.NOT_RUN, Gate.TOO_FEW_SEEDS, Gate.RUNS_FAILED, Gate.UNDEFINED)
 
 
-def drop_kind(reason: str) -> str:
+def drop_kind(reason: str) -> Gate | None:
     """Why a row left its Holm family, from the reason ``verdict`` gave: one of ``DROP_KINDS``
-    (``undefined`` = an undefined p-value), or '' for a row with a test."""
-    head = str(reason).split(":", 1)[0].strip()
-    return head if head in DROP_KINDS else ""
+    (``Gate.UNDEFINED`` = an undefined p-value), or None for a row with a test."""
+    gate = Gate.of(reason)
+    return gate if gate in DROP_KINDS else None
 
 
 def eligible(df: pd.DataFrame, settings: Settings) -> pd.Series:
@@ -30,4 +32,4 @@ def eligible(df: pd.DataFrame, settings: Settings) -> pd.Series:
 
 def gated(row: dict, settings: Settings) -> bool:
     """``eligible`` of one finalized row (which keeps the ``not run`` only in its reason)."""
-    return min(row["n_a"], row["n_b"]) < settings.min_seeds or drop_kind(row["reason"]) == "not run"
+    return min(row["n_a"], row["n_b"]) < settings.min_seeds or drop_kind(row["reason"]) is Gate.NOT_RUN

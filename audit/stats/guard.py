@@ -43,12 +43,11 @@ import fnmatch
 import numpy as np
 import pandas as pd
 
-from audit.errors import AuditError
 from audit.schema import schema_defaults
 from audit.stats.claims import resolve
-from audit.stats.decision import Gate
+from audit.stats.decision import Gate, Verdict
 
-VERDICT = "not_informative"
+VERDICT = Verdict.NOT_INFORMATIVE
 LABEL = "not informative"
 METRIC = "test_ppl"
 MAX_FAILED_SHARE = float(schema_defaults("stats")["max_failed_share"])

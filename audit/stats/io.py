@@ -21,6 +21,7 @@ from audit.config import check_section, check_stats_config, read_claims_file
 from audit.schema import schema_defaults
 from audit.errors import AuditError
 from audit.files import write_table  # noqa: F401 (the stats modules write their tables through io)
+from audit.stats.decision import Gate
 
 STATUSES = ("ok", "failed")
 RUN_KEY = ("corpus", "head", "seed")
@@ -158,7 +159,7 @@ def absent_later(runs: pd.DataFrame, metric: str) -> str:
     """The "not run" reason when ``metric`` is one of ``MEASURED_LATER`` and the runs table lacks
     it; '' otherwise (present, or a name the audit never writes: ``require_metric`` fails on that)."""
     if metric in MEASURED_LATER and metric not in runs.columns:
-        return f"not run: the runs table has no column {metric!r} (runs made before it was measured)"
+        return Gate.NOT_RUN.because(f"the runs table has no column {metric!r} (runs made before it was measured)")
     return ""
 
 

@@ -36,6 +36,7 @@ import numpy as np
 from scipy import stats
 
 from audit.stats import tests
+from audit.stats.decision import Gate
 
 TESTS = ("t", "binomial")
 EXPECTS = ("below", "above")
@@ -44,13 +45,13 @@ EXPECTS = ("below", "above")
 def undefined_reason(x: np.ndarray, test: str) -> str:
     """Why the test cannot be computed on sample ``x`` (shape (n,)); '' when it can."""
     if len(x) == 0:
-        return "undefined: no values"
+        return Gate.UNDEFINED.because("no values")
     if test == "t":
         if len(x) < 2:
-            return f"undefined: the one-sample t needs 2 values, n={len(x)}"
+            return Gate.UNDEFINED.because(f"the one-sample t needs 2 values, n={len(x)}")
         if tests.is_constant(x):
-            return (f"undefined: every run gives {x[0]:.6g}, so the SD is 0 and the one-sample t is "
-                    "undefined (a count that is always zero: use test: binomial)")
+            return Gate.UNDEFINED.because(f"every run gives {x[0]:.6g}, so the SD is 0 and the one-sample t is "
+                                          "undefined (a count that is always zero: use test: binomial)")
     return ""
 
 

@@ -27,8 +27,9 @@ from audit.stats.gates import drop_kind
 from audit.stats.io import Settings, absent_later, arm
 from audit.stats.families import adjust_family, as_columns
 from audit.stats.multiplicity import METHOD
+from audit.stats.decision import Gate, Verdict
 
-SCALE_VERDICT = "not_informative_at_scale"   # the verdict would follow from geometry alone
+SCALE_VERDICT = Verdict.NOT_INFORMATIVE_AT_SCALE   # the verdict would follow from geometry alone
 
 
 def one_sample_evidence(claim: dict, corpus: str, runs: pd.DataFrame, settings: Settings) -> dict:
@@ -44,7 +45,7 @@ def one_sample_evidence(claim: dict, corpus: str, runs: pd.DataFrame, settings: 
     absent = next((c for c in (metric, extra) if c and c not in runs.columns), None)
     if absent:   # a runs table from before the metric was measured, or a typo
         ev.update(one_sample.one_sample(np.array([]), ev["bound"], claim["expect"], test, ev["threshold"], settings.alpha))
-        return dict(ev, reason=absent_later(runs, absent) or f"not run: the runs table has no column {absent!r}")
+        return dict(ev, reason=absent_later(runs, absent) or Gate.NOT_RUN.because(f"the runs table has no column {absent!r}"))
     sample = arm(runs, corpus, head, metric)
     if extra:
         sample = arm(_with_unresolved(runs, metric, extra), corpus, head, metric)
@@ -56,12 +57,12 @@ def one_sample_evidence(claim: dict, corpus: str, runs: pd.DataFrame, settings: 
         ev["samples"] = [sample.values, counted.values]
     n, need = len(sample.values), settings.min_seeds
     if not sample.present:
-        ev["reason"] = f"not run: no runs of {head} in corpus {corpus!r}"
+        ev["reason"] = Gate.NOT_RUN.because(f"no runs of {head} in corpus {corpus!r}")
     elif n < need:
         lost = [f"{c} {what}" for c, what in ((sample.n_failed, "runs failed"),
                                                 (sample.n_missing, f"ok runs without a {metric} value")) if c]
-        kind = "runs failed" if sample.n_failed and n + sample.n_failed >= need else "too few seeds"
-        ev["reason"] = f"{kind}: n={n} < min_seeds={need}" + (f"; {', '.join(lost)}" if lost else "")
+        kind = Gate.RUNS_FAILED if sample.n_failed and n + sample.n_failed >= need else Gate.TOO_FEW_SEEDS
+        ev["reason"] = kind.because(f"n={n} < min_seeds={need}" + (f"; {', '.join(lost)}" if lost else ""))
     elif ev["undefined"]:
         ev["reason"] = ev["undefined"]
     if spec.get("scale_floor") and sample.present:
@@ -169,7 +170,7 @@ def _step_interval(ev: dict, toward: float, away: float, alpha: float, m: int) -
 def judge_one_sample(expect: str, ev: dict, settings: Settings) -> tuple[str, str]:
     """Verdict of a one-sample claim from its evidence after Holm (``holm_with_one_sample``)."""
     if ev["reason"] or not np.isfinite(ev.get("p_adj", math.nan)):
-        return "inconclusive", ev["reason"] or "undefined: the one-sample test could not be computed"
+        return Verdict.INCONCLUSIVE, ev["reason"] or Gate.UNDEFINED.because("the one-sample test could not be computed")
     alpha = settings.alpha
     what = (f"rate of runs with {ev['metric']} > {ev['threshold']:g} = {ev['k']:.0f}/{ev['n']}"
             if ev["test"] == "binomial" else f"mean {ev['metric']} = {ev['stat']:.4g} (n={ev['n']})")
@@ -194,11 +195,11 @@ def judge_one_sample(expect: str, ev: dict, settings: Settings) -> tuple[str, st
     low, high = ev["ci_low"] - ev["bound"], ev["ci_high"] - ev["bound"]
     toward, away = (high < 0, low > 0) if expect == "below" else (low > 0, high < 0)
     if toward:
-        return "supported", f"{what} {side} {ev['bound']:g}{both}: one-sided p_adj={ev['p_adj']:.3g} < {alpha:g}"
+        return Verdict.SUPPORTED, f"{what} {side} {ev['bound']:g}{both}: one-sided p_adj={ev['p_adj']:.3g} < {alpha:g}"
     if away:
-        return "contradicted", (f"{what} {other} {ev['bound']:g}{both}: one-sided p_adj toward the negation = "
+        return Verdict.CONTRADICTED, (f"{what} {other} {ev['bound']:g}{both}: one-sided p_adj toward the negation = "
                                 f"{ev['p_opposite_adj']:.3g} < {alpha:g}")
-    return "inconclusive", (f"{what}: neither side of {ev['bound']:g} shown (p_adj={ev['p_adj']:.3g}, "
+    return Verdict.INCONCLUSIVE, (f"{what}: neither side of {ev['bound']:g} shown (p_adj={ev['p_adj']:.3g}, "
                             f"toward the negation {ev['p_opposite_adj']:.3g})")
 
 

@@ -24,6 +24,8 @@ import numpy as np
 from scipy import stats
 from statsmodels.stats.weightstats import ttost_ind
 
+from audit.stats.decision import Gate
+
 RANK_TEST = "mann-whitney-u"  # name written into every row that carries rank_test_p
 
 
@@ -41,12 +43,12 @@ def is_constant(x: np.ndarray) -> np.ndarray:
 def undefined_reason(a: np.ndarray, b: np.ndarray) -> str:
     """Why Welch's t (and TOST, Hedges' g, power) is undefined for these arms; '' if defined."""
     if len(a) < 2 or len(b) < 2:
-        return f"undefined: an arm has fewer than 2 values (n_a={len(a)}, n_b={len(b)})"
+        return Gate.UNDEFINED.because(f"an arm has fewer than 2 values (n_a={len(a)}, n_b={len(b)})")
     if is_constant(a) and is_constant(b):
         same = "equal" if a[0] == b[0] else "different"
-        return (f"undefined: both arms constant at {same} values (A = {a[0]:.6g}, B = {b[0]:.6g}); "
-                "Welch's t, TOST, Hedges' g and power need a non-zero SD, so the row is left out "
-                "of the Holm family")
+        return Gate.UNDEFINED.because(f"both arms constant at {same} values (A = {a[0]:.6g}, B = {b[0]:.6g}); "
+                                      "Welch's t, TOST, Hedges' g and power need a non-zero SD, so the row is "
+                                      "left out of the Holm family")
     return ""
 
 

@@ -32,7 +32,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from audit.errors import AuditError
@@ -41,6 +40,7 @@ from audit.stats import comparisons as comparisons_mod
 from audit.stats import correlations as correlations_mod
 from audit.stats import tables as tables_mod
 from audit.stats.io import Settings
+from audit.stats.decision import Gate
 
 # a runs-table metric -> the per-epoch log field it is traced on. Only fields that mean the same
 # per epoch as in the runs table: tokens_per_second is logged per epoch too, but the runs table
@@ -134,7 +134,7 @@ def untraced_reason(claim: dict, config: dict) -> str:
     """Why a claim has no trajectory ('' when it has one): every metric it reads must be recorded
     per epoch (``TRACED_AS``), and its test must need nothing scored only after training."""
     if "untestable" in claim:
-        return "untestable: no verdict to trace"
+        return Gate.UNTESTABLE.because("no verdict to trace")
     if "comparison" in claim and claim.get("test", "welch") == "multibootstrap":
         return ("not traced: its multi-bootstrap resamples the per-sentence test NLL, which is "
                 "scored once, after training")
@@ -189,7 +189,7 @@ def tables_at(runs: pd.DataFrame, config: dict, settings: Settings, baselines, s
 
 def judged(table: pd.DataFrame) -> pd.Series:
     """Rows with a verdict to trace: not those never computed (an arm not run in this study)."""
-    return ~table["reason"].fillna("").astype(str).str.startswith(("not run", "untestable"))
+    return ~table["reason"].map(lambda reason: Gate.of(reason).untested).astype(bool)
 
 
 def _comparison_rows(comp: pd.DataFrame) -> list[dict]:

@@ -22,7 +22,7 @@ import pandas as pd
 from scipy import stats
 
 from audit.stats.io import Settings
-from audit.stats.decision import Rule, decides, record
+from audit.stats.decision import Gate, Rule, Verdict, decides, record
 from audit.stats.multiplicity import METHOD, adjust, step_alphas, step_text
 from audit.stats.resample import chunk_sizes, percentile_ci
 
@@ -200,9 +200,10 @@ def diffs_table(pairs: pd.DataFrame, settings: Settings, runs: pd.DataFrame | No
             if P >= 3 and not np.isfinite(p):   # said as such, never read as "not significant"
                 flat = [f"{h} in {int(np.isnan(seed_rho[h]).sum())} of {len(seed_rho[h])} seed(s)"
                         for h in (ha, hb) if np.isnan(seed_rho[h]).any()]
-                undefined = ("undefined: Spearman rho has no value for " + " and ".join(flat)
-                             + " (constant cosines or gold ratings over the common word pairs)" if flat else
-                             "undefined: the bootstrap differences have no spread (SE = 0), so no z-test")
+                undefined = Gate.UNDEFINED.because(
+                    "Spearman rho has no value for " + " and ".join(flat)
+                    + " (constant cosines or gold ratings over the common word pairs)" if flat else
+                    "the bootstrap differences have no spread (SE = 0), so no z-test")
             rows.append(dict(
                 family=f"wordsim-diffs[corpus={corpus}]", corpus=corpus, benchmark=bench,
                 head_a=ha, head_b=hb, n_seeds_a=cos[ha].shape[0], n_seeds_b=cos[hb].shape[0],
@@ -237,21 +238,21 @@ def diffs_table(pairs: pd.DataFrame, settings: Settings, runs: pd.DataFrame | No
     df["verdict"], df["reason"] = zip(*[_verdict(r, settings) for r in df.to_dict("records")])
     for row in df.to_dict("records"):   # each row's record: raises if its verdict and interval disagree
         record(row, "diff_ci_low", "diff_ci_high", "ci_level", Rule.EXCLUDES, math.nan,
-               "inconclusive" if row["verdict"] == "inconclusive" else "a_better")
+               Verdict.INCONCLUSIVE if row["verdict"] == Verdict.INCONCLUSIVE else Verdict.A_BETTER)
     return df[DIFF_COLUMNS]
 
 
 def _verdict(row: dict, settings: Settings) -> tuple[str, str]:
     if row["n_pairs"] < 3:
-        return "inconclusive", f"too few word pairs: {row['n_pairs']} found in every run"
+        return Verdict.INCONCLUSIVE, f"too few word pairs: {row['n_pairs']} found in every run"
     if min(row["n_seeds_a"], row["n_seeds_b"]) < settings.min_seeds:
-        return "inconclusive", (f"too few seeds: n_seeds_a={row['n_seeds_a']}, n_seeds_b={row['n_seeds_b']}"
-                                f" < min_seeds={settings.min_seeds}")
+        return Verdict.INCONCLUSIVE, Gate.TOO_FEW_SEEDS.because(
+            f"n_seeds_a={row['n_seeds_a']}, n_seeds_b={row['n_seeds_b']} < min_seeds={settings.min_seeds}")
     if row["undefined"]:
-        return "inconclusive", row["undefined"]
+        return Verdict.INCONCLUSIVE, row["undefined"]
     if decides(Rule.EXCLUDES, row["diff_ci_low"], row["diff_ci_high"]):   # p_adj < alpha, on the interval
-        return ("a_better" if row["diff"] > 0 else "b_better"), (f"bootstrap p_adj={row['p_adj']:.3g} < "
+        return (Verdict.A_BETTER if row["diff"] > 0 else Verdict.B_BETTER), (f"bootstrap p_adj={row['p_adj']:.3g} < "
                                                                  f"{settings.alpha:g} (its {row['ci_level']:.4g} "
                                                                  f"interval excludes 0)")
-    return "inconclusive", (f"not significant (bootstrap p_adj={row['p_adj']:.3g}); no equivalence "
+    return Verdict.INCONCLUSIVE, (f"not significant (bootstrap p_adj={row['p_adj']:.3g}); no equivalence "
                             "margin for rho, so this is not evidence of equal similarity")

@@ -36,7 +36,7 @@ from audit.errors import AuditError
 from audit.stats import claims as claims_mod
 from audit.stats.comparisons import COLUMNS as COMPARISON_COLUMNS, default_lower_is_better, expand_family, finalize
 from audit.stats.correlations import fisher_ci, fisher_p
-from audit.stats.decision import stamped
+from audit.stats.decision import Gate, stamped
 from audit.stats.io import Settings
 from audit.stats.published import unstated
 from audit.stats.published.reproduce import reproduce
@@ -120,7 +120,7 @@ def _row(pub, family, set_, corpus, metric, head_a, head_b, lower_is_better, mar
                    equivalence_margin=math.nan if margin is None else float(margin),
                    n_a=0 if a is None else int(a["n"]), n_b=0 if b is None else int(b["n"]),
                    n_failed_a=0, n_failed_b=0, n_missing_a=0, n_missing_b=0, undefined="",
-                   not_run=f"not run: no multi-seed row of {missing} for {metric} in corpus {corpus!r} of set {set_!r}")
+                   not_run=Gate.NOT_RUN.because(f"no multi-seed row of {missing} for {metric} in corpus {corpus!r} of set {set_!r}"))
         return row
     row = compare_summary(a, b, lower_is_better, margin, settings)
     row.update(family=family, corpus=corpus, metric=metric, head_a=head_a, head_b=head_b, set=set_,
@@ -306,14 +306,15 @@ def untestable_table(pub: pd.DataFrame, config: dict, judged: pd.DataFrame) -> p
         rows.append(dict(claim_id=cid, source=claim.get("source", paper), statement=statement,
                          paper=paper, table=table, set=set_, kind=kind, n_basis="; ".join(dict.fromkeys(part["n_basis"])),
                          numbers=numbers,
-                         reason="untestable: one run, no spread" if kind == "single_run" else "untestable: no spread reported"))
+                         reason=Gate.UNTESTABLE.because("one run, no spread" if kind == "single_run"
+                                                        else "no spread reported")))
     judged_ids = set(judged["claim_id"]) if len(judged) else set()
     listed = {r["claim_id"] for r in rows}
     for cid, claim in claims.items():
         if cid not in judged_ids and cid not in listed:
             rows.append(dict(claim_id=cid, source=claim["source"], statement=claim.get("statement", ""), paper="",
                              table="", set="", kind="none", n_basis="", numbers="",
-                             reason=f"untestable: {claim['untestable']}" if "untestable" in claim
+                             reason=Gate.UNTESTABLE.because(str(claim["untestable"])) if "untestable" in claim
                              else "no published numbers for these heads"))
     return pd.DataFrame(rows, columns=UNTESTABLE_COLUMNS)
 

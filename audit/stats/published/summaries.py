@@ -26,6 +26,7 @@ from audit.errors import AuditError
 from audit.stats.power import nct_tail, seeds_needed, welch_power
 from audit.stats.io import numeric_column
 from audit.stats.tests import hedges_factor, welch_from_summaries
+from audit.stats.decision import Gate
 
 REQUIRED = ("corpus", "head", "metric", "mean", "sd", "n", "source")
 NEEDS_RAW = ("needs per-seed values: rank test, P(A better), bootstrap intervals, permutation p "
@@ -159,8 +160,8 @@ def compare_summary(a: dict, b: dict, lower_is_better: bool, margin: float | Non
     margin = float(margin) if margin is not None else math.nan
     w = welch_from_stats(ma, sa, na, mb, sb, nb, level)
     undefined = "" if np.isfinite(w["p"]) else (
-        f"undefined: an arm has fewer than 2 values (n_a={na}, n_b={nb})" if min(na, nb) < 2 else
-        f"undefined: both arms have SD 0 (A = {ma:.6g}, B = {mb:.6g}); Welch's t needs a non-zero SD")
+        Gate.UNDEFINED.because(f"an arm has fewer than 2 values (n_a={na}, n_b={nb})") if min(na, nb) < 2 else
+        Gate.UNDEFINED.because(f"both arms have SD 0 (A = {ma:.6g}, B = {mb:.6g}); Welch's t needs a non-zero SD"))
     g, g_low, g_high = hedges_g_from_stats(ma, sa, na, mb, sb, nb, level)
     row = dict(
         n_a=na, n_b=nb, ci_level=level, test="welch-t (from summaries)", sidedness="two-sided",

@@ -36,7 +36,8 @@ import pandas as pd
 from audit.errors import AuditError
 from audit.stats.comparisons import finalize
 from audit.stats.families import records
-from audit.stats.gates import DROP_KINDS as DROP, drop_kind
+from audit.stats.decision import Gate, Verdict
+from audit.stats.gates import drop_kind
 from audit.stats.published.reproduce import round_sig, sig_digits
 from audit.stats.published.summaries import compare_summary, student_p_from_stats
 
@@ -109,8 +110,8 @@ def _inputs(table: pd.DataFrame, idx) -> list[dict]:
     for i in idx:
         rec = table.loc[i].to_dict()
         kind = drop_kind(rec["reason"])
-        rec.update(not_run=rec["reason"] if kind == "not run" else "",
-                   undefined=rec["reason"] if kind == "undefined" else "")
+        rec.update(not_run=rec["reason"] if kind is Gate.NOT_RUN else "",
+                   undefined=rec["reason"] if kind is Gate.UNDEFINED else "")
         rows.append(rec)
     return rows
 
@@ -123,7 +124,7 @@ def _at(rec: dict, n_a: int, n_b: int, settings) -> dict:
 
 
 def _is_unstated(row: dict) -> bool:
-    return (unstated(row["n_basis_a"]) or unstated(row["n_basis_b"])) and drop_kind(row["reason"]) != "not run"
+    return (unstated(row["n_basis_a"]) or unstated(row["n_basis_b"])) and drop_kind(row["reason"]) is not Gate.NOT_RUN
 
 
 @dataclass
@@ -221,7 +222,7 @@ def over_set(pairs: list, judged: list[tuple[str, str]], rows: list[dict], why: 
             none (the row's own n alone decides; its p_adj is then not listed).
     """
     if not pairs:
-        return "inconclusive", f"no n reproduces the printed p, so no verdict: {why}"
+        return Verdict.INCONCLUSIVE, f"no n reproduces the printed p, so no verdict: {why}"
 
     def at(k):   # where combination k puts this row (its only unstated n is its own)
         return f"({pairs[k][0]}, {pairs[k][1]})"
@@ -249,7 +250,7 @@ def over_set(pairs: list, judged: list[tuple[str, str]], rows: list[dict], why: 
                          f"in this Holm family: {listed(by[verdict], '; ')} ({why})")
     word = "for n =" if others is None else "at"
     detail = "; ".join(f"{v} {word} {listed(ks, ', ')}" for v, ks in by.items())
-    return "inconclusive", f"depends on the unstated n: {detail} ({why})"
+    return Verdict.INCONCLUSIVE, f"depends on the unstated n: {detail} ({why})"
 
 
 def ranges(rows: list[dict]) -> dict:
@@ -291,10 +292,10 @@ def over_row(rec: dict, rows: list[dict], settings) -> dict:
     out["tost_ci_low"], out["tost_ci_high"], out["tost_ci_level"], out["tost_ci_how"] = _hull(
         rows, "tost_ci_low", "tost_ci_high", "tost_ci_level")
     if untested:
-        kind = drop_kind(untested[0]["reason"]) or "undefined"
+        kind = drop_kind(untested[0]["reason"]) or Gate.UNDEFINED
         out["p_adj"] = out["tost_p_adj"] = math.nan
-        return dict(out, verdict="inconclusive", reason=f"{kind}: at {len(untested)} of the {len(rows)} combinations "
-                                                       f"of the admissible n: {untested[0]['reason']}")
+        return dict(out, verdict=Verdict.INCONCLUSIVE, reason=kind.because(
+            f"at {len(untested)} of the {len(rows)} combinations of the admissible n: {untested[0]['reason']}"))
     out["verdict"], out["reason"] = decide(dict(out, not_run=""), settings)
     return out
 
@@ -304,7 +305,7 @@ def sensitivity(table: pd.DataFrame, index, n_range, settings, limit: int | None
     """``row_over`` of row ``index`` (pairs, rows at each combination, text, others); None when
     no row of its Holm family has an unstated n, or the row is not run. ``checks``: the families
     ``apply`` checked (family -> ``FamilyCheck`` or None), reused rather than re-run."""
-    if drop_kind(table.loc[index, "reason"]) == "not run":
+    if drop_kind(table.loc[index, "reason"]) is Gate.NOT_RUN:
         return None
     family = table.loc[index, "family"]
     if checks is not None and family in checks:
@@ -328,19 +329,19 @@ def apply(table: pd.DataFrame, n_range, settings, limit: int | None = None, chec
         if check is None:
             continue
         for index in check.index:
-            if drop_kind(table.loc[index, "reason"]) == "not run":
+            if drop_kind(table.loc[index, "reason"]) is Gate.NOT_RUN:
                 continue   # no statistic at any n; its reason says why
             pairs, rows, why, others = row_over(check, index)
             listed, listing = over_set(pairs, [(r["verdict"], r["reason"]) for r in rows], rows, why, others)
             rec = out.loc[index].to_dict()
             if not pairs:   # no admissible n reproduces the printed p: no verdict, no p, no interval
-                judged = dict(rec, verdict="inconclusive", reason=f"undefined: {listing}",
+                judged = dict(rec, verdict=Verdict.INCONCLUSIVE, reason=Gate.UNDEFINED.because(listing),
                               **{k: (math.nan if k not in ("ci_how", "tost_ci_how") else "") for k in OVER})
             else:
                 judged = over_row(dict(rec, undefined=""), rows, settings)
                 if judged["verdict"] == listed:   # the same verdict at each: the combinations listed
                     judged["reason"] = listing
-                elif not judged["reason"].startswith(tuple(DROP)):
+                elif drop_kind(judged["reason"]) is None:
                     judged["reason"] = f"{listing}; over every admissible n: {judged['reason']}"
             reason = judged["reason"] + ("; the means and SDs of this row are its published ones; its p-values and "
                                          "intervals hold at every admissible n (the largest p, the hull of the "
