@@ -94,6 +94,10 @@ def markdown(results: list[dict], minutes: float, started: float, code: int) -> 
             lines += _table(["precision (softmax)", "tokens/s", "ms/step"],
                             [[p, f"{v['tokens_per_second']:,.0f}", f"{v['ms_per_step']:.1f}"]
                              for p, v in speed["precision_softmax"].items()]) + [""]
+        if speed.get("precision_head"):
+            lines += _table(["train.precision: bf16_head (issue 57)", "tokens/s", "x the config's precision"],
+                            [[f, f"{v['tokens_per_second']:,.0f}", f"{v['x_config']:.2f}"]
+                             for f, v in speed["precision_head"].items()]) + [""]
         if speed.get("deterministic"):
             lines += _table(["train.deterministic: true", "tokens/s", "x default", "two runs bitwise equal"],
                             [[f, "error: " + v["error"][:200], "", ""] if "error" in v else

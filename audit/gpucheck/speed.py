@@ -5,7 +5,7 @@ In order, each only while the step's time lasts: one run per head family of
 precision), ``train.deterministic: true``'s cost per family and whether two of its runs end
 bitwise equal, aggregate tokens/s of N concurrent softmax runs (separate processes, as Snakemake
 starts them; N = 1 is the one run), the same under an MPS daemon of our own, the softmax arm's
-step time under TF32 and bf16, the best N, then the projected GPU-hours of every paper config.
+step time under TF32, bf16 and bf16_head, each family at bf16_head (issue 57), the best N, then the projected GPU-hours of every paper config.
 On a GPU, right after the one-run speeds: the fp32 matmul rate of this GPU, each family's share
 of it, and one run per family with ``train.cuda_graphs: true`` (issue 47: its tokens/s, share and
 the projected GPU-hours "after": graphs at one run per GPU, no MPS).
@@ -111,7 +111,7 @@ def run(result, budget: float, simulated: bool) -> None:
         result.figure("concurrency_softmax_mps", mps)
         precision = {}
         paper_mode = bench.arm_settings(config, base, simulated, "cuda")["train"]["precision"]
-        for mode in ("fp32", "tf32", "bf16"):
+        for mode in ("fp32", "tf32", "bf16", "bf16_head"):
             if base not in one or (mode != paper_mode and not left()):   # the config's own: measured above
                 result.note(f"precision {mode}: out of time")
                 continue
@@ -128,6 +128,7 @@ def run(result, budget: float, simulated: bool) -> None:
             precision[mode] = {"tokens_per_second": row["tokens_per_second"],
                                "ms_per_step": 1000 * step_tokens / row["tokens_per_second"]}
         result.figure("precision_softmax", precision)  # the JSON key report.py reads
+        result.figure("precision_head", head_precision(result, bench, config, corpora, one, simulated, measure, left))
         if sweep:
             best = max(sweep + mps, key=lambda r: r["tokens_per_second"])
             speedup = best["tokens_per_second"] / sweep[0]["tokens_per_second"]
@@ -154,6 +155,27 @@ def run(result, budget: float, simulated: bool) -> None:
             result.figure("gpu_hours_graphs", after)
             target("projected GPU-hours, paper-ptb, CUDA graphs, one run per GPU (no MPS)", round(after["paper-ptb"], 1),
                    f"<= {TARGET_PTB_HOURS:g} (target, issue 47)", after["paper-ptb"] <= TARGET_PTB_HOURS)
+
+
+def head_precision(result, bench, config, corpora, one, simulated, measure, left) -> dict:
+    """Issue 57: each family's one run with ``train.precision: bf16_head`` (the head's matmuls in
+    bfloat16) against its run at the config's precision above; {family: {tokens_per_second,
+    x_config}}. On the simulated device the bfloat16 matmul is emulated in float32 kernels
+    (``audit.model.matmuls``): its speed says nothing of a GPU's."""
+    rows = {}
+    for family, eager in one.items():
+        if not left():
+            result.note(f"bf16_head of {family}: out of time")
+            continue
+        settings = bench.arm_settings(config, family, simulated, "cuda")
+        if settings["train"]["precision"] == "bf16_head":
+            continue   # measured above
+        settings["train"]["precision"] = "bf16_head"
+        row = measure(f"{family} at bf16_head", settings, corpora[family], 1)
+        if row is not None:
+            rows[family] = {"tokens_per_second": row["tokens_per_second"],
+                            "x_config": row["tokens_per_second"] / eager["tokens_per_second"]}
+    return rows
 
 
 def graph_path(result, bench, config, corpora, one, simulated, measure, left) -> dict:

@@ -8,6 +8,7 @@ head's decoder tied to the embedding. Body-agnostic: the AWD-LSTM itself is
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import asdict, dataclass, field, fields
 
@@ -19,6 +20,7 @@ from audit.model.bodies import body_config as build_body_config
 from audit.model.bodies import build_body
 from audit.model.heads import HeadSpec, build_head
 from audit.model.heads.traits import DEFAULT_HEAD
+from audit.model.matmuls import LowPrecisionMatmuls
 from audit.schema import schema_defaults
 
 _MODEL = schema_defaults("model", unfilled=True)   # the `model` section of configs/schema.yaml: its one home
@@ -106,14 +108,19 @@ class LanguageModel(nn.Module):
     def init_hidden(self, batch_size: int):
         return self.body.init_hidden(batch_size)
 
-    def forward(self, words: torch.Tensor, hidden, targets: torch.Tensor | None = None):
+    def forward(self, words: torch.Tensor, hidden, targets: torch.Tensor | None = None,
+                head_dtype: torch.dtype | None = None):
         """Log-probabilities (T, B, V) of the next word, the new hidden state and the body's
         dropped and raw outputs (for AR and TAR). Given the next words ``targets`` (T, B), the
         first item is the head's ``target_log_probs`` (T, B) instead, where the head has one (the
-        training loss reads log-P there alone); otherwise still the full (T, B, V)."""
+        training loss reads log-P there alone); otherwise still the full (T, B, V). ``head_dtype``:
+        the head alone under autocast to that dtype (``train.precision: bf16_head``)."""
         dropped, raw, hidden = self.body(words, hidden)
-        picked = None if targets is None else self.head.target_log_probs(dropped, targets)
-        return (self.head(dropped) if picked is None else picked), hidden, dropped, raw
+        # a CPU emulates the low-precision matmul exactly in float32 kernels (audit.model.matmuls)
+        low = LowPrecisionMatmuls(head_dtype, emulate=dropped.device.type == "cpu") if head_dtype else None
+        with low or contextlib.nullcontext():
+            picked = None if targets is None else self.head.target_log_probs(dropped, targets)
+            return (self.head(dropped) if picked is None else picked), hidden, dropped, raw
 
 
 def _rename_old_keys(state, prefix, *args) -> None:

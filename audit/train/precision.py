@@ -17,7 +17,9 @@ from audit.errors import AuditError
 
 # train.precision -> torch's fp32_precision for CUDA matmuls, cuDNN RNNs and convolutions. Set
 # explicitly: torch 2.13 defaults cuDNN RNNs to "tf32", which the papers' LSTMs never saw.
-FP32_PRECISION = {"fp32": "ieee", "tf32": "tf32", "bf16": "ieee"}
+# bf16_head (issue 57): the head alone under bfloat16 autocast, on the CPU and on CUDA alike
+# (``head_autocast_dtype``); its body stays IEEE float32.
+FP32_PRECISION = {"fp32": "ieee", "tf32": "tf32", "bf16": "ieee", "bf16_head": "ieee"}
 
 
 def apply_precision(precision: str) -> None:
@@ -59,3 +61,12 @@ def apply_determinism(deterministic: bool) -> None:
 def autocast_dtype(precision: str, device) -> torch.dtype | None:
     """The autocast dtype of a training forward pass: bfloat16 for bf16 on CUDA, else None."""
     return torch.bfloat16 if precision == "bf16" and device.type == "cuda" else None
+
+
+def head_autocast_dtype(precision: str) -> torch.dtype | None:
+    """The matmul dtype of the head's training forward alone: bfloat16 for ``bf16_head`` on any
+    device, else None (``audit.model.matmuls.LowPrecisionMatmuls``). The head (the decoder:
+    MoS's 15 x 280 x 10,000 logits are 69% of its FLOPs at paper size) is where a fast precision
+    pays; a CPU runs it too, which ``bf16`` (the whole forward under autocast, CUDA only:
+    oneDNN's CPU LSTM has no bf16 autocast kernel) cannot."""
+    return torch.bfloat16 if precision == "bf16_head" else None

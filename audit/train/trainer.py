@@ -27,7 +27,7 @@ from torch.optim.swa_utils import AveragedModel
 from audit.config.training import TrainSettings
 from audit.data.corpus import load as load_corpus
 from audit.device import SYNC_EVERY, resolve_device
-from audit.train.precision import apply_determinism, apply_precision, autocast_dtype
+from audit.train.precision import apply_determinism, apply_precision, autocast_dtype, head_autocast_dtype
 from audit.errors import AuditError
 from audit.model.language_model import LanguageModel, ModelConfig, detach_hidden, perplexity
 from audit.model.heads.base import mean_nll
@@ -97,6 +97,7 @@ class Trainer:
         precision = self.train.precision  # runs recorded before the key existed: fp32
         apply_precision(precision)
         self.autocast = autocast_dtype(precision, self.device)
+        self.head_autocast = head_autocast_dtype(precision)   # bf16_head: the head alone, any device
         corpus = load_corpus(corpus_path)
         limits = settings.get("max_tokens") or {}
         self.vocab = corpus.vocab
@@ -276,7 +277,7 @@ class Trainer:
         # number changes: the cache only saves recasting a weight within one forward)
         with torch.autocast(self.device.type, dtype=self.autocast, enabled=self.autocast is not None,
                             cache_enabled=self.graphs is None):
-            log_probs, hidden, dropped, raw = self.model(words, hidden, targets)
+            log_probs, hidden, dropped, raw = self.model(words, hidden, targets, self.head_autocast)
         log_probs, dropped, raw = log_probs.float(), dropped.float(), raw.float()
         raw_loss = mean_nll(log_probs, targets)
         loss = raw_loss + t["alpha"] * dropped.pow(2).mean()           # AR

@@ -55,6 +55,7 @@ def h200_like(simulated: bool = False) -> list[dict]:
                                  "peak_gb": 4.169138176}},
              "precision_softmax": {"fp32": {"tokens_per_second": 75_000.0, "ms_per_step": 18.67},
                                    "tf32": {"tokens_per_second": 82_000.0, "ms_per_step": 17.07}},
+             "precision_head": {"mos": {"tokens_per_second": 52_000.0, "x_config": 1.3}},
              "concurrency_softmax": [{"n": 1, "tokens_per_second": 80_000.0, "peak_gb": 1.22},
                                      {"n": 2, "tokens_per_second": 60_000.0, "peak_gb": 1.22},
                                      {"n": 4, "tokens_per_second": 100_000.0, "peak_gb": 1.22}],
@@ -181,6 +182,8 @@ def test_speed_tables_rows():
     assert "shares of this GPU's measured fp32 matmul rate, 51.2 TFLOP/s (TF32 off)" in text
     assert "| softmax | 80,000 | 17.1% | 240,000 | 3.00 | 51.3% | 57 |" in text
     assert "| mos | 40,000 | 30.0% | not measured |  |  |  |" in text
+    assert "| train.precision: bf16_head (issue 57) | tokens/s | x the config's precision |" in text
+    assert "| mos | 52,000 | 1.30 |" in text
 
 
 def test_weight_drop_line_gives_both_paths_and_the_cudnn_warning():
