@@ -104,17 +104,27 @@ def train(settings: dict, corpus_path: str, out_dir: str | os.PathLike, log=prin
     try:
         while trainer.epoch < trainer.t["epochs"]:
             _inject_oom_once(trainer.epoch)
-            row = trainer.run_epoch()
-            checkpoint.save(trainer.state_dict(), identity, trainer.t["epochs"], last)
-            progress.record(out, trainer.log_rows, trainer.t["epochs"])  # for `python -m audit progress`
-            log(f"epoch {row['epoch']:4d} | train loss {row['train_loss']:.4f} ppl {row['train_ppl']:9.2f} | "
-                f"valid ppl {row['valid_ppl']:9.2f} | {row['tokens_per_second']:8.0f} tok/s"
-                + (" | switched to ASGD" if row.get("switched_to_asgd") else ""))
+            epoch_done(trainer, trainer.run_epoch(), identity, out, log)
     except Divergence as err:
         status, error = "failed", f"{type(err).__name__}: {err}"
         log(f"run failed: {error}")
     except torch.cuda.OutOfMemoryError as err:
         raise out_of_memory(err, settings, trainer, oom_log) from None
+    return write_run(trainer, settings, out, status, error)
+
+
+def epoch_done(trainer: Trainer, row: dict, identity: dict, out: Path, log=print) -> None:
+    """After an epoch: the checkpoint, the progress record and the log line."""
+    checkpoint.save(trainer.state_dict(), identity, trainer.t["epochs"], out / "work" / "last.pt")
+    progress.record(out, trainer.log_rows, trainer.t["epochs"])  # for `python -m audit progress`
+    log(f"epoch {row['epoch']:4d} | train loss {row['train_loss']:.4f} ppl {row['train_ppl']:9.2f} | "
+        f"valid ppl {row['valid_ppl']:9.2f} | {row['tokens_per_second']:8.0f} tok/s"
+        + (" | switched to ASGD" if row.get("switched_to_asgd") else ""))
+
+
+def write_run(trainer: Trainer, settings: dict, out: Path, status: str, error: str) -> dict:
+    """Write the run's ``model.pt`` and ``metrics.json`` (its best state, its log); the metrics."""
+    oom_log = out / "work" / "oom.json"
     best = trainer.best
     weights = best["state"] if best["state"] is not None else trainer.model.state_dict()
     best_row = next((r for r in trainer.log_rows if r["epoch"] == best["epoch"]), {})
@@ -182,14 +192,27 @@ def out_of_memory(err: Exception, settings: dict, trainer: Trainer | None, oom_l
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m audit train", description=__doc__)
-    parser.add_argument("--settings", required=True, help="JSON run settings (audit.config.run_settings)")
+    parser.add_argument("--settings", required=True, help="JSON run settings (audit.config.run_settings); "
+                        "a JSON list of the seeds of one arm trains them in this process (audit.train.group)")
     parser.add_argument("--corpus", required=True, help="corpus cache written by `audit prepare`")
-    parser.add_argument("--out-dir", required=True, help="run folder for model.pt, metrics.json, work/")
+    parser.add_argument("--out-dir", required=True, nargs="+",
+                        help="run folder for model.pt, metrics.json, work/ (one per run of a list)")
     args = parser.parse_args(argv)
     try:
         settings = json.loads(args.settings)
     except json.JSONDecodeError as err:
         raise AuditError(f"--settings is not valid JSON: {err}") from None
-    metrics = train(settings, args.corpus, args.out_dir, log=lambda msg: print(msg, flush=True))
-    print(f"{metrics['status']}: {settings['name']} seed {settings['seed']} valid ppl {metrics['valid_ppl']:.2f}")
+    def log(message: str) -> None:
+        print(message, flush=True)
+
+    if isinstance(settings, list):
+        from audit.train.group import train_group   # imports this module
+
+        runs = list(zip(settings, train_group(settings, args.corpus, args.out_dir, log)))
+    elif len(args.out_dir) != 1:
+        raise AuditError(f"--out-dir: one run, {len(args.out_dir)} folders")
+    else:
+        runs = [(settings, train(settings, args.corpus, args.out_dir[0], log))]
+    for s, metrics in runs:
+        print(f"{metrics['status']}: {s['name']} seed {s['seed']} valid ppl {metrics['valid_ppl']:.2f}")
     return 0

@@ -202,6 +202,17 @@ class Trainer:
 
     # ----- one epoch -----------------------------------------------------------------------
     def train_epoch(self) -> dict:
+        """One epoch's training steps; the epoch's log row (``epoch_steps``'s)."""
+        steps = self.epoch_steps()
+        while True:
+            try:
+                next(steps)
+            except StopIteration as end:
+                return end.value
+
+    def epoch_steps(self):
+        """The training steps of one epoch, yielding after each (so that several runs of one
+        process take turns: ``audit.train.group``); returns the epoch's log row."""
         t, model, data = self.t, self.model, self.train_data
         model.train()
         rows = data.size(0) - 1
@@ -251,6 +262,7 @@ class Trainer:
             self.step += 1
             if check_every > 1 and steps % check_every == 0 and steps > check_every and done < budget:
                 self.raise_if_diverged(first_bad)
+            yield
         # one transfer for both: the loss sum (float64 holds any row index exactly)
         total_loss, bad_row = torch.stack((total_loss, first_bad.double())).tolist()
         self.raise_if_diverged(int(bad_row))
@@ -314,7 +326,10 @@ class Trainer:
         return self.average.module if self.average is not None else self.model
 
     def run_epoch(self) -> dict:
-        row = self.train_epoch()
+        return self.end_epoch(self.train_epoch())
+
+    def end_epoch(self, row: dict) -> dict:
+        """After an epoch's training steps: validation, the best state, ASGD's trigger, the log."""
         self.epoch += 1
         evaluated = self.eval_model()
         # the output weight's spectrum (saturation) for heads with a linear output layer; an
