@@ -33,6 +33,7 @@ memory counter starts at zero, so no head's peak carries over to the next.
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import os
@@ -147,6 +148,47 @@ def worker(settings: dict, corpus: str, steps: int, warmup: int, barrier: Path |
             "graph_steps": row.get("graph_steps", 0)}
 
 
+def group_worker(settings: dict, corpus: str, k: int, steps: int, warmup: int, barrier: Path | None) -> dict:
+    """``worker`` for k seeds of one arm in this one process, one step of each in turn
+    (``audit.train.group``, issue 57): the tokens of all k over the timed window."""
+    import torch
+
+    from audit.train.group import Turns, epochs_in_turn, stream_for
+    from audit.train.trainer import Trainer, mean_sequence_length
+
+    t = settings["train"]
+    mean_len = mean_sequence_length(t["bptt"], t["variable_bptt"])
+    turns, trainers = Turns(), []
+    for j in range(k):
+        trainers.append(Trainer(dict(settings, seed=settings["seed"] + j), corpus, log=lambda msg: None))
+        turns.keep(j, trainers[-1].device)
+    streams = [stream_for(tr.device) for tr in trainers]
+    sync = torch.cuda.synchronize if trainers[0].device.type == "cuda" else (lambda: None)
+
+    def epoch(n_steps: int) -> dict[int, dict]:
+        for tr in trainers:
+            tr.t["epoch_tokens"] = int(n_steps * mean_len * t["batch_size"]) or 1
+
+        def failed(j, err):
+            raise err
+
+        rows = epochs_in_turn(trainers, list(range(k)), turns, streams, failed)
+        sync()
+        return rows
+
+    epoch(warmup)
+    if barrier is not None:
+        (barrier / f"ready-{os.getpid()}").touch()
+        while not (barrier / "go").exists():
+            time.sleep(0.005)
+    start = time.time()
+    rows = epoch(steps)
+    end = time.time()
+    memory = torch.cuda.max_memory_reserved() if trainers[0].device.type == "cuda" else 0
+    return {"tokens": sum(r["tokens"] for r in rows.values()), "start": start, "end": end, "peak_bytes": memory,
+            "weights_sha256": "", "graph_steps": 0}
+
+
 def fp32_rate(device: str) -> float:
     """FLOP/s of float32 n x n matmuls on ``device`` with TF32 off: the peak a run's share is of
     (measured, not a datasheet's: what cuBLAS reaches on this GPU at its clocks and power)."""
@@ -202,14 +244,15 @@ def probe_device() -> dict:
 
 
 def concurrent(settings: dict, corpus: str, n: int, steps: int, warmup: int, env: dict | None = None,
-               timeout: float = 1800) -> dict:
-    """N worker processes with a common start: aggregate tokens/s over the union window. Workers
+               timeout: float = 1800, group: int = 1) -> dict:
+    """N worker processes with a common start: aggregate tokens/s over the union window (each
+    process training ``group`` seeds in turn, ``group_worker``, when above 1). Workers
     still running after ``timeout`` seconds are killed and AuditError raised (a hung worker, an
     MPS daemon that never answers, must not take the caller's other figures down with it)."""
     with tempfile.TemporaryDirectory(prefix="audit-bench-gpu-") as tmp:
         barrier = Path(tmp)
         cmd = [sys.executable, "-m", "audit", "bench", "gpu", "--worker", json.dumps(settings), "--corpus", corpus,
-               "--steps", str(steps), "--warmup", str(warmup), "--barrier", tmp]
+               "--steps", str(steps), "--warmup", str(warmup), "--barrier", tmp, "--group", str(group)]
         procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
                                   env={**os.environ, **(env or {})}) for _ in range(n)]
         deadline = time.time() + timeout
@@ -285,9 +328,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--corpus", help=argparse.SUPPRESS)
     parser.add_argument("--barrier", help=argparse.SUPPRESS)
     parser.add_argument("--fp32-rate", choices=["cpu", "cuda"], help=argparse.SUPPRESS)
+    parser.add_argument("--group", type=int, default=1, help=argparse.SUPPRESS)   # seeds a worker trains in turn
     args = parser.parse_args(argv)
-    if args.worker:  # one concurrent run: print its JSON figures
-        print(json.dumps(worker(json.loads(args.worker), args.corpus, args.steps, args.warmup, Path(args.barrier))))
+    if args.worker:  # one concurrent run (or one group of seeds): print its JSON figures
+        work = worker if args.group == 1 else functools.partial(group_worker, k=args.group)
+        print(json.dumps(work(json.loads(args.worker), args.corpus, steps=args.steps, warmup=args.warmup,
+                              barrier=Path(args.barrier))))
         return 0
     if args.fp32_rate:  # the child of measure_fp32_rate
         print(json.dumps({"flops": fp32_rate(args.fp32_rate)}))

@@ -94,6 +94,13 @@ def markdown(results: list[dict], minutes: float, started: float, code: int) -> 
             lines += _table(["precision (softmax)", "tokens/s", "ms/step"],
                             [[p, f"{v['tokens_per_second']:,.0f}", f"{v['ms_per_step']:.1f}"]
                              for p, v in speed["precision_softmax"].items()]) + [""]
+        if speed.get("seeds_per_process"):
+            lines += _table(["seeds in one process (issue 57)", "k", "tokens/s", "x one run"],
+                            [[f, r["k"], f"{r['tokens_per_second']:,.0f}", f"{r['x_one']:.2f}"]
+                             for f, rows in speed["seeds_per_process"].items() for r in rows]) + [""]
+        if speed.get("gpu_hours_seeds_per_process"):
+            lines += ["Projected GPU-hours at each family's best k seeds per process, no MPS: " +
+                      ", ".join(f"{name} {h:,.1f}" for name, h in speed["gpu_hours_seeds_per_process"].items()), ""]
         if speed.get("precision_head"):
             lines += _table(["train.precision: bf16_head (issue 57)", "tokens/s", "x the config's precision"],
                             [[f, f"{v['tokens_per_second']:,.0f}", f"{v['x_config']:.2f}"]

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 CONCURRENCY = [1, 2, 4, 8]
+SEEDS_PER_PROCESS = [2, 4, 8]   # k seeds of one arm in one process (issue 57)
 STEPS = {True: (3, 1), False: (60, 15)}   # (timed, warm-up) steps a run, on the simulated device / a GPU
 TARGET_EPOCH_S = 15.0      # docs/gpus.md's targets: one paper-PTB softmax run at most 15 s per epoch,
 TARGET_SPEEDUP = 5.0       # aggregate at least 5x one run,
@@ -45,10 +46,11 @@ def run(result, budget: float, simulated: bool) -> None:
     base = families[0]  # the plain softmax: the targets of docs/gpus.md are its run's
     one, rates = {}, {}
 
-    def measure(label: str, settings: dict, corpus: str, n: int, env: dict | None = None) -> dict | None:
+    def measure(label: str, settings: dict, corpus: str, n: int, env: dict | None = None, group: int = 1) -> dict | None:
         try:
             # a measurement may run a minute past the step's budget, never to its kill
-            return bench.concurrent(settings, corpus, n, steps, warmup, env, timeout=max(deadline - time.time(), 0) + 45)
+            return bench.concurrent(settings, corpus, n, steps, warmup, env, timeout=max(deadline - time.time(), 0) + 45,
+                                    group=group)
         except Exception as err:  # a failed measurement leaves the others standing
             result.data.setdefault("errors", []).append(f"{label}: {' '.join(str(err).split())[:500]}")
             return None
@@ -89,6 +91,18 @@ def run(result, budget: float, simulated: bool) -> None:
                                       "seconds_per_epoch": tokens / r["tokens_per_second"],
                                       "peak_gb": r["peak_gb"]} for f, r in one.items()})
         graph_rates = graph_path(result, bench, config, corpora, one, simulated, measure, left)
+        # issue 57's measurements first: the open GPU work of this step
+        result.figure("precision_head", head_precision(result, bench, config, corpora, one, simulated, measure, left))
+        grouped = seeds_per_process(result, bench, config, corpora, one, simulated, measure, left)
+        result.figure("seeds_per_process", grouped)
+        best = {f: max(r["x_one"] for r in rows) for f, rows in grouped.items() if rows}
+        if best and len(best) == len(families):
+            hours = {name: bench.projected_hours(load_study(REPO / "configs" / f"{name}.yaml"),
+                                                 {f: one[f]["tokens_per_second"] * best[f] for f in families})
+                     for name in bench.PAPER_CONFIGS}
+            result.figure("gpu_hours_seeds_per_process", hours)
+            target("projected GPU-hours, paper-ptb, the best k seeds per process (no MPS)", round(hours["paper-ptb"], 1),
+                   f"<= {TARGET_PTB_HOURS:g} (target, issue 57)", hours["paper-ptb"] <= TARGET_PTB_HOURS)
         result.figure("deterministic", deterministic_cost(result, bench, config, corpora, one, simulated, left, deadline))
         def concurrency(env: dict | None = None, how: str = "") -> list[dict]:
             """Aggregate rows of N = 2, 4, 8 concurrent base runs (N = 1 is the one run above)."""
@@ -128,7 +142,6 @@ def run(result, budget: float, simulated: bool) -> None:
             precision[mode] = {"tokens_per_second": row["tokens_per_second"],
                                "ms_per_step": 1000 * step_tokens / row["tokens_per_second"]}
         result.figure("precision_softmax", precision)  # the JSON key report.py reads
-        result.figure("precision_head", head_precision(result, bench, config, corpora, one, simulated, measure, left))
         if sweep:
             best = max(sweep + mps, key=lambda r: r["tokens_per_second"])
             speedup = best["tokens_per_second"] / sweep[0]["tokens_per_second"]
@@ -155,6 +168,24 @@ def run(result, budget: float, simulated: bool) -> None:
             result.figure("gpu_hours_graphs", after)
             target("projected GPU-hours, paper-ptb, CUDA graphs, one run per GPU (no MPS)", round(after["paper-ptb"], 1),
                    f"<= {TARGET_PTB_HOURS:g} (target, issue 47)", after["paper-ptb"] <= TARGET_PTB_HOURS)
+
+
+def seeds_per_process(result, bench, config, corpora, one, simulated, measure, left) -> dict:
+    """Issue 57: k seeds of each family in one process, one step of each in turn on streams of
+    their own (``audit.train.group``), no MPS; {family: [{k, tokens_per_second, x_one}]}, where
+    x_one is the aggregate against the family's one run above."""
+    rows: dict[str, list] = {}
+    for family, eager in one.items():
+        settings = bench.arm_settings(config, family, simulated, "cuda")
+        for k in SEEDS_PER_PROCESS:
+            if not left():
+                result.note(f"{k} seeds of {family} in one process: out of time")
+                continue
+            row = measure(f"{k} seeds of {family} in one process", settings, corpora[family], 1, group=k)
+            if row is not None:
+                rows.setdefault(family, []).append({"k": k, "tokens_per_second": row["tokens_per_second"],
+                                                    "x_one": row["tokens_per_second"] / eager["tokens_per_second"]})
+    return rows
 
 
 def head_precision(result, bench, config, corpora, one, simulated, measure, left) -> dict:

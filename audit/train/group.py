@@ -95,15 +95,16 @@ def train_group(settings: list[dict], corpus_path: str, out_dirs: list[str | os.
             raise out_of_memory(err, s, None, out / "work" / "oom.json") from None
         turns.keep(k, trainer.device)
         trainers.append(trainer)
-    streams = [_stream(t.device) for t in trainers]
+    streams = [stream_for(t.device) for t in trainers]
     identities = [t.identity() for t in trainers]
     status = {k: ("ok", "") for k in range(len(trainers))}
     try:
         while live := [k for k, t in enumerate(trainers) if status[k][0] == "ok" and t.epoch < t.t["epochs"]]:
-            rows = _interleave(trainers, live, turns, streams, status, log, settings)
+            rows = epochs_in_turn(trainers, live, turns, streams,
+                                  lambda k, err: _fail(status, k, err, log, settings[k]))
             for k, row in rows.items():
                 try:
-                    with turns.of(k), _on(streams[k]):
+                    with turns.of(k), on(streams[k]):
                         epoch_done(trainers[k], trainers[k].end_epoch(row), identities[k], outs[k],
                                    _tagged(log, settings[k]))
                 except Divergence as err:
@@ -113,21 +114,22 @@ def train_group(settings: list[dict], corpus_path: str, out_dirs: list[str | os.
     return [write_run(t, s, out, *status[k]) for k, (t, s, out) in enumerate(zip(trainers, settings, outs))]
 
 
-def _interleave(trainers: list[Trainer], live: list[int], turns: Turns, streams: list, status: dict,
-                log, settings: list[dict]) -> dict[int, dict]:
-    """One epoch of each live run, one training step of each in turn; {run: the epoch's row}."""
+def epochs_in_turn(trainers: list[Trainer], live: list[int], turns: Turns, streams: list,
+                   failed) -> dict[int, dict]:
+    """One epoch of each live run, one training step of each in turn; {run: the epoch's row}.
+    A run that diverges leaves the turns (``failed(run, error)``); the others go on."""
     steps = {k: trainers[k].epoch_steps() for k in live}
     rows: dict[int, dict] = {}
     while steps:
         for k in list(steps):
             try:
-                with turns.of(k), _on(streams[k]):
+                with turns.of(k), on(streams[k]):
                     next(steps[k])
             except StopIteration as end:
                 rows[k] = end.value
                 del steps[k]
             except Divergence as err:
-                _fail(status, k, err, log, settings[k])
+                failed(k, err)
                 del steps[k]
     return rows
 
@@ -137,7 +139,7 @@ def _fail(status: dict, k: int, err: Exception, log, settings: dict) -> None:
     _tagged(log, settings)(f"run failed: {status[k][1]}")
 
 
-def _stream(device: torch.device):
+def stream_for(device: torch.device):
     """A CUDA stream of the run's own (after the default stream's work: its data and model), or None."""
     if device.type != "cuda":
         return None
@@ -146,7 +148,7 @@ def _stream(device: torch.device):
     return stream
 
 
-def _on(stream):
+def on(stream):
     return torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()
 
 

@@ -91,3 +91,19 @@ def test_one_run_serves_both_sweeps_and_mps_never_reruns_it(capsys, monkeypatch,
     line = next(ln for ln in out.splitlines() if ln.strip().startswith("paper-ptb"))
     before, after = float(line.split()[2].replace(",", "")), float(line.split()[4].replace(",", ""))
     assert after == pytest.approx(before * 3000 / 4000, rel=1e-3)
+
+
+def test_a_group_worker_times_k_seeds_in_one_process(tmp_path):
+    """``concurrent(..., group=k)``: one process trains k seeds in turn (audit.train.group), and its
+    tokens are all k runs' (k times one run's steps)."""
+    from audit.config import load_study
+    from audit.gpucheck.common import REPO
+
+    settings = gpu.arm_settings(load_study(REPO / "configs" / "paper-ptb.yaml"), "softmax", True, "cpu")
+    corpus = str(gpu.fake_corpus(10000, 50_000, tmp_path / "c.pt"))
+    one = gpu.concurrent(settings, corpus, 1, steps=3, warmup=1)
+    grouped = gpu.concurrent(settings, corpus, 1, steps=3, warmup=1, group=2)
+    assert grouped["n"] == 1 and grouped["tokens_per_second"] > 0
+    assert one["weights_sha256"] and grouped["weights_sha256"] == [""]   # no digest of a group
+    # the group's window holds twice the tokens: its rate is at least what one run's is, not k times
+    assert 0.5 * one["tokens_per_second"] < grouped["tokens_per_second"] < 4 * one["tokens_per_second"]

@@ -56,6 +56,8 @@ def h200_like(simulated: bool = False) -> list[dict]:
              "precision_softmax": {"fp32": {"tokens_per_second": 75_000.0, "ms_per_step": 18.67},
                                    "tf32": {"tokens_per_second": 82_000.0, "ms_per_step": 17.07}},
              "precision_head": {"mos": {"tokens_per_second": 52_000.0, "x_config": 1.3}},
+             "seeds_per_process": {"softmax": [{"k": 2, "tokens_per_second": 150_000.0, "x_one": 1.875}]},
+             "gpu_hours_seeds_per_process": {"paper-ptb": 149.5},
              "concurrency_softmax": [{"n": 1, "tokens_per_second": 80_000.0, "peak_gb": 1.22},
                                      {"n": 2, "tokens_per_second": 60_000.0, "peak_gb": 1.22},
                                      {"n": 4, "tokens_per_second": 100_000.0, "peak_gb": 1.22}],
@@ -184,6 +186,8 @@ def test_speed_tables_rows():
     assert "| mos | 40,000 | 30.0% | not measured |  |  |  |" in text
     assert "| train.precision: bf16_head (issue 57) | tokens/s | x the config's precision |" in text
     assert "| mos | 52,000 | 1.30 |" in text
+    assert "| softmax | 2 | 150,000 | 1.88 |" in text
+    assert "Projected GPU-hours at each family's best k seeds per process, no MPS: paper-ptb 149.5" in text
 
 
 def test_weight_drop_line_gives_both_paths_and_the_cudnn_warning():

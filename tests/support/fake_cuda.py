@@ -194,6 +194,7 @@ class Simulation(TorchDispatchMode):
         self.live = 0
         self.peak = 0
         self.sync_debug_mode = 0              # torch.cuda.set_sync_debug_mode (0 off, 1 warn, 2 error)
+        self.streams: list = []               # torch.cuda.Stream objects made (the stand-in _Stream)
         self._sizes: dict[int, int] = {}   # storage address -> bytes, for the live count
         self._users: dict[int, int] = {}   # storage address -> wrappers holding it
 
@@ -353,6 +354,25 @@ def flatten_parameters(module: torch.nn.RNNBase) -> None:
             offset += w.numel()
 
 
+class _Stream:
+    """``torch.cuda.Stream`` on the simulated device: one CPU runs every op in program order, so a
+    stream orders nothing here; it records how many streams a process made and how often work
+    was issued on each (``Simulation.streams``)."""
+
+    def __init__(self, sim: "Simulation | None" = None, device=None, priority: int = 0):
+        self.sim = sim
+        if sim is not None:
+            sim.streams.append(self)
+        self.entered = 0
+
+    def wait_stream(self, stream) -> None:
+        pass
+
+    def synchronize(self) -> None:
+        if self.sim is not None:
+            self.sim.sync("torch.cuda.Stream.synchronize")
+
+
 class _Rng:
     """``torch.cuda``'s RNG functions, backed by the simulation's generator."""
 
@@ -391,6 +411,12 @@ def simulated_cuda(memory_limit: int | None = None, total_memory: int = 80 * 2 *
     def synchronize(device=None):
         sim.sync("torch.cuda.synchronize")
 
+    @contextlib.contextmanager
+    def stream(s):
+        if s is not None:
+            s.entered += 1
+        yield
+
     def set_sync_debug_mode(debug_mode):
         # torch's modes: "default"/0 off, "warn"/1 a warning per sync, "error"/2 an error
         sim.sync_debug_mode = {"default": 0, "warn": 1, "error": 2}.get(debug_mode, debug_mode)
@@ -406,6 +432,9 @@ def simulated_cuda(memory_limit: int | None = None, total_memory: int = 80 * 2 *
         mock.patch.object(cuda, "current_device", lambda: 0),
         mock.patch.object(cuda, "set_device", lambda device: None),
         mock.patch.object(cuda, "synchronize", synchronize),
+        mock.patch.object(cuda, "Stream", lambda device=None, priority=0: _Stream(sim, device, priority)),
+        mock.patch.object(cuda, "stream", stream),
+        mock.patch.object(cuda, "current_stream", lambda device=None: _Stream()),
         mock.patch.object(cuda, "set_sync_debug_mode", set_sync_debug_mode),
         # a CUDA build of torch (e.g. 2.11 from PyPI, tested on a CPU-only machine) would hand the
         # simulated tensors to cuDNN, which checks the device's properties: they are CPU tensors

@@ -103,3 +103,26 @@ def test_a_group_holds_the_seeds_of_one_arm():
         group.check_group([tiny_settings(seed=1), tiny_settings(seed=1)])
     with pytest.raises(AuditError, match=r"train.cuda_graphs is not supported in a group yet"):
         group.check_group([tiny_settings(seed=1, cuda_graphs=True), tiny_settings(seed=2, cuda_graphs=True)])
+
+
+def test_on_the_simulated_device_each_run_has_its_stream_and_its_own_device_draws(tmp_path, ptb_corpus):
+    """The CUDA path: a stream per run, and the device generator (which draws the dropout masks of
+    device tensors) swapped per turn through torch.cuda.get/set_rng_state."""
+    from support.fake_cuda import simulated_cuda
+
+    def settings(seed):
+        return tiny_settings(seed=seed, epochs=1, train_tokens=2000, device="cuda")
+
+    with simulated_cuda() as sim:
+        alone = {}
+        for seed in (1, 2):
+            train(settings(seed), str(ptb_corpus), tmp_path / "alone" / str(seed), log=lambda m: None)
+            alone[seed] = _read(tmp_path / "alone" / str(seed))
+        made = len(sim.streams)
+        outs = [tmp_path / "group" / str(seed) for seed in (1, 2)]
+        metrics = group.train_group([settings(1), settings(2)], str(ptb_corpus), outs, log=lambda m: None)
+        streams = sim.streams[made:]
+    assert [m["device"] for m in metrics] == ["cuda:0", "cuda:0"]
+    assert len(streams) == 2 and all(s.entered > 10 for s in streams)   # every step on its run's stream
+    for seed, out in zip((1, 2), outs):
+        _same(_read(out), alone[seed])
