@@ -12,7 +12,7 @@ VERBS = {
     "fetch": "audit.data.fetch",          # obtain and checksum one data file
     "data-files": "audit.plan.datafiles", # the mirror files a study reads, checked and sized
     "prepare": "audit.data.corpus",       # tokenise a corpus and cache its id tensors
-    "train": "audit.train.run",           # train one (corpus, head, seed) run
+    "train": "audit.train.cli",           # train one (corpus, head, seed) run, or one arm's seeds in turn
     "progress": "audit.report.progress",  # epochs done, best valid ppl, s/epoch, ETA of a study's runs
     "evaluate": "audit.evaluate.run",     # test perplexity, log-P spectrum, word similarity
     "collect": "audit.stats.runs_table",  # gather per-run metrics into the runs table

@@ -15,7 +15,6 @@ it resumes, and its metrics.json lists the events under ``gpu_oom_retries``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -188,31 +187,3 @@ def out_of_memory(err: Exception, settings: dict, trainer: Trainer | None, oom_l
             else "a retry starts it again")
     return AuditError(f"out of GPU memory: {settings['name']} seed {settings['seed']} {where} on {device} "
                       f"(holding {events[-1]['gpu_slots']} slot(s)); {kept} ({message})")
-
-
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m audit train", description=__doc__)
-    parser.add_argument("--settings", required=True, help="JSON run settings (audit.config.run_settings); "
-                        "a JSON list of the seeds of one arm trains them in this process (audit.train.group)")
-    parser.add_argument("--corpus", required=True, help="corpus cache written by `audit prepare`")
-    parser.add_argument("--out-dir", required=True, nargs="+",
-                        help="run folder for model.pt, metrics.json, work/ (one per run of a list)")
-    args = parser.parse_args(argv)
-    try:
-        settings = json.loads(args.settings)
-    except json.JSONDecodeError as err:
-        raise AuditError(f"--settings is not valid JSON: {err}") from None
-    def log(message: str) -> None:
-        print(message, flush=True)
-
-    if isinstance(settings, list):
-        from audit.train.group import train_group   # imports this module
-
-        runs = list(zip(settings, train_group(settings, args.corpus, args.out_dir, log)))
-    elif len(args.out_dir) != 1:
-        raise AuditError(f"--out-dir: one run, {len(args.out_dir)} folders")
-    else:
-        runs = [(settings, train(settings, args.corpus, args.out_dir[0], log))]
-    for s, metrics in runs:
-        print(f"{metrics['status']}: {s['name']} seed {s['seed']} valid ppl {metrics['valid_ppl']:.2f}")
-    return 0

@@ -126,3 +126,16 @@ def test_on_the_simulated_device_each_run_has_its_stream_and_its_own_device_draw
     assert len(streams) == 2 and all(s.entered > 10 for s in streams)   # every step on its run's stream
     for seed, out in zip((1, 2), outs):
         _same(_read(out), alone[seed])
+
+
+def test_the_train_verb_takes_one_arms_seeds_as_a_list(tmp_path, ptb_corpus, capsys):
+    from audit.train import cli
+
+    runs = [tiny_settings(seed=s, epochs=1, train_tokens=2000) for s in (4, 5)]
+    outs = [str(tmp_path / str(s)) for s in (4, 5)]
+    assert cli.main(["--settings", json.dumps(runs), "--corpus", str(ptb_corpus), "--out-dir", *outs]) == 0
+    printed = capsys.readouterr().out
+    assert "[seed 4] epoch    1" in printed and "[seed 5] epoch    1" in printed
+    assert [json.loads((tmp_path / str(s) / "metrics.json").read_text())["seed"] for s in (4, 5)] == [4, 5]
+    with pytest.raises(AuditError, match=r"--out-dir: one run, 2 folders"):
+        cli.main(["--settings", json.dumps(runs[0]), "--corpus", str(ptb_corpus), "--out-dir", *outs])
