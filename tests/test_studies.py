@@ -32,6 +32,7 @@ STUDIES = {
     "subword.yaml": (10 * 4, False, False),            # the default's arms under a BPE of 8,000 tokens
     "pythia.yaml": (0, False, False),                  # no training: PolyPythias' checkpoints (issue 55)
     "pretrained-example.yaml": (0, False, False),      # no training: the constructed suite
+    "precision.yaml": (4 * 10, False, False),          # softmax and MoS at fp32 and bf16_head (issue 57)
 }
 PRETRAINED_JOBS = {"pythia.yaml": 5 * 10 * 7, "pretrained-example.yaml": 2 * 5 * 5}   # models x seeds x checkpoints
 SYNTHETIC_FITS = {"synthetic-gpu.yaml": 4 * 6 * 3 * 10}
