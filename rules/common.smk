@@ -8,6 +8,7 @@ from snakemake.utils import update_config
 from audit.config import check_study, is_bpe, run_settings, settings_text, stats_sections, write_yaml
 from audit.config import train_settings as _train_settings
 from audit.data.user import builtin_corpora as _builtin_corpora, user_files as _user_files
+from audit.plan import groups as _groups
 from audit.plan.memory import check_plan as check_memory_plan
 from audit.device import job_gpu_slots, job_gpus, pool_size
 from audit.plan.datafiles import wordsim_files as _wordsim_files
@@ -86,6 +87,12 @@ wildcard_constraints:
 # {initial, step, max} the group-sequential one (rules/sequential.smk), whose runs are known only
 # as its interim analyses (checkpoints) decide them.
 SEQUENTIAL = _schedule.is_sequential(config)
+
+# train.seeds_per_process > 1: each group of an arm's seeds trains in one job (rule train_group)
+try:
+    SEEDS_PER_PROCESS = _groups.check(config)
+except AuditError as err:
+    sys.exit(f"error: {', '.join(CONFIG_FILES)}: {err}")
 
 
 def study_has_runs():

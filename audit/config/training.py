@@ -20,7 +20,7 @@ from audit.schema import schema_defaults
 
 _TRAIN = schema_defaults("train", unfilled=True)   # the `train` section: its one home
 # study-wide keys (one GPU pool; audit.config.arms.STUDY_WIDE_TRAIN_KEYS): not a run's training
-STUDY_WIDE = ("runs_per_gpu", "oom_retries", "gpu_memory_gb", "gpu_memory_margin")
+STUDY_WIDE = ("runs_per_gpu", "oom_retries", "gpu_memory_gb", "gpu_memory_margin", "seeds_per_process")
 
 
 @dataclass(frozen=True)
