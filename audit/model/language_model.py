@@ -114,7 +114,8 @@ class LanguageModel(nn.Module):
         dropped and raw outputs (for AR and TAR). Given the next words ``targets`` (T, B), the
         first item is the head's ``target_log_probs`` (T, B) instead, where the head has one (the
         training loss reads log-P there alone); otherwise still the full (T, B, V). ``head_dtype``:
-        the head alone under autocast to that dtype (``train.precision: bf16_head``)."""
+        the head's matmuls in that dtype, every other op in float32 (``train.precision: bf16_head``;
+        ``audit.model.matmuls``)."""
         dropped, raw, hidden = self.body(words, hidden)
         # a CPU emulates the low-precision matmul exactly in float32 kernels (audit.model.matmuls)
         low = LowPrecisionMatmuls(head_dtype, emulate=dropped.device.type == "cpu") if head_dtype else None
