@@ -113,6 +113,14 @@ def fake_corpus(vocab: int, tokens: int, path: Path) -> Path:
     return path
 
 
+def wait_for_start(barrier: Path | None) -> None:
+    """Say this worker is warm, then wait for ``concurrent``'s common start (no barrier: go now)."""
+    if barrier is not None:
+        (barrier / f"ready-{os.getpid()}").touch()
+        while not (barrier / "go").exists():
+            time.sleep(0.005)
+
+
 def worker(settings: dict, corpus: str, steps: int, warmup: int, barrier: Path | None) -> dict:
     """Warm up, wait for the barrier, time ``steps`` steps; tokens, start and end (wall clock)."""
     import torch
@@ -128,10 +136,7 @@ def worker(settings: dict, corpus: str, steps: int, warmup: int, barrier: Path |
     trainer.t["epoch_tokens"] = int(warmup * mean_len * t["batch_size"]) or 1
     trainer.train_epoch()
     sync()
-    if barrier is not None:
-        (barrier / f"ready-{os.getpid()}").touch()
-        while not (barrier / "go").exists():
-            time.sleep(0.005)
+    wait_for_start(barrier)
     trainer.t["epoch_tokens"] = int(steps * mean_len * t["batch_size"])
     start = time.time()
     row = trainer.train_epoch()
@@ -177,10 +182,7 @@ def group_worker(settings: dict, corpus: str, k: int, steps: int, warmup: int, b
         return rows
 
     epoch(warmup)
-    if barrier is not None:
-        (barrier / f"ready-{os.getpid()}").touch()
-        while not (barrier / "go").exists():
-            time.sleep(0.005)
+    wait_for_start(barrier)
     start = time.time()
     rows = epoch(steps)
     end = time.time()

@@ -16,8 +16,7 @@ from audit.stats.decision import CONTROLS, Gate, Role, Verdict
 
 def gate(claim: dict) -> Gate:
     """The row's gate (tested, or why not)."""
-    value = claim.get("gate")
-    return Gate(value) if isinstance(value, str) and value else Gate.of(claim.get("reason"))
+    return Gate.of_row(claim)
 
 
 def is_control(claim: dict) -> bool:

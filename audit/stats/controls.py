@@ -28,7 +28,7 @@ def as_control(row: dict, claim: dict) -> dict:
     why = claim.get("by_construction")
     # the gate from the test's own reason, before a control's reason is prefixed; the guard is
     # empty until audit.stats.guard withholds the verdict
-    gate = Gate(row.get("gate") or Gate.of(row.get("reason")))
+    gate = Gate.of_row(row)
     row = dict(row, guard=row.get("guard") or "", gate=str(gate))
     if not why:
         return dict(row, role="evidence")

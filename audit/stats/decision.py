@@ -98,6 +98,13 @@ class Gate(str, Enum):
         head = str(reason or "").split(":", 1)[0].strip()
         return next((g for g in cls if g is not cls.TESTED and g.value == head), cls.TESTED)
 
+    @classmethod
+    def of_row(cls, row: dict) -> "Gate":
+        """A table row's gate: its ``gate`` column, or (a table written before the column, an
+        empty or NaN cell) the head of its reason."""
+        value = row.get("gate")
+        return cls(value) if isinstance(value, str) and value else cls.of(row.get("reason"))
+
     def because(self, why: str) -> str:
         """The reason of a row this gate stopped: ``"<gate>: <why>"``, the one form ``of`` reads."""
         return f"{self.value}: {why}"
@@ -224,7 +231,7 @@ def record(row: dict, low: str = "ci_low", high: str = "ci_high", level: str = "
                     margin=_f(row.get("margin", math.nan) if margin is None else margin), p=_f(row.get("p")),
                     p_adj=_f(row.get("p_adj")), family=str(row.get("family") or ""),
                     family_m=_f(row.get("family_m", row.get("family_size"))),
-                    gate=row.get("gate") or Gate.of(row.get("reason")),
+                    gate=Gate.of_row(row),
                     guard=str(row.get("guard") or ""), role=str(row.get("role") or Role.EVIDENCE))
 
 
