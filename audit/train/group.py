@@ -111,6 +111,9 @@ def train_group(settings: list[dict], corpus_path: str, out_dirs: list[str | os.
                     _fail(status, k, err, log, settings[k])
     except torch.cuda.OutOfMemoryError as err:   # the whole group retries: every run resumes
         raise out_of_memory(err, settings[0], trainers[0], outs[0] / "work" / "oom.json") from None
+    for stream in streams:   # write_run copies the weights on the default stream: each run's work first
+        if stream is not None:
+            stream.synchronize()
     return [write_run(t, s, out, *status[k]) for k, (t, s, out) in enumerate(zip(trainers, settings, outs))]
 
 
